@@ -1,0 +1,7 @@
+"""skbinvi: scikit-learn compatible variational inference for binary latent variables."""
+
+from .noisy_or import NoisyORFactorizer
+
+__version__ = "0.1.0.dev0"
+
+__all__ = ["NoisyORFactorizer", "__version__"]

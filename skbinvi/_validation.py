@@ -1,0 +1,58 @@
+"""Input checks shared by the estimators: binary data, binarization."""
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils.validation import check_non_negative
+
+
+def check_binary(X, *, binarize, whom):
+    """Return a binary copy-or-view of X (float64 CSR) following the policy.
+
+    Parameters
+    ----------
+    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
+        Finite, already validated by ``validate_data`` (float64).
+    binarize : float or None
+        Values strictly greater than ``binarize`` map to 1, the others to 0.
+        ``None`` means X must already hold only the values 0 and 1.
+    whom : str
+        Name of the caller, used in error messages.
+
+    Returns
+    -------
+    X_bin : scipy.sparse.csr_matrix of shape (n_samples, n_features), float64
+        Binary matrix with sorted indices, no explicit zeros, int32 or int64
+        index arrays as scipy chooses. X itself is never modified.
+
+    Raises
+    ------
+    ValueError
+        If X has negative values, or, with ``binarize=None``, values other
+        than 0 and 1.
+    """
+    check_non_negative(X, whom)
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)  # copy-free when already CSR
+        values = X.data
+    else:
+        values = np.asarray(X)
+    if binarize is None:
+        bad = (values != 0) & (values != 1)
+        if np.any(bad):
+            example = values[bad].flat[0]
+            raise ValueError(
+                f"{whom} requires binary data (only 0 and 1) when binarize=None; "
+                f"got the value {example!r}. Pass binarize=<threshold> to map "
+                "values above the threshold to 1."
+            )
+        threshold = 0.0
+    else:
+        threshold = float(binarize)
+    if sp.issparse(X):
+        X_bin = X.copy()
+        X_bin.data = (X.data > threshold).astype(np.float64)
+        X_bin.eliminate_zeros()
+    else:
+        X_bin = sp.csr_matrix((values > threshold).astype(np.float64))
+    X_bin.sort_indices()
+    return X_bin

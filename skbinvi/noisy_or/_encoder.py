@@ -1,0 +1,91 @@
+"""The MLP trunk of the amortized encoders (hidden layers only).
+
+The input is a binary CSR batch, so the first layer is a sparse product,
+O(nnz * hidden_layer_sizes[0]); the other layers are dense BLAS products. The
+output heads (AVI: logits of q; ACP: dual variables psi at active features)
+live in the estimator and in ``_kernels.py``. Gradients are written by hand,
+as in scikit-learn's ``MLPClassifier``, and checked against finite
+differences in ``tests/test_noisy_or_kernels.py``.
+"""
+
+import numpy as np
+
+
+def init_layer(fan_in, fan_out, rng):
+    """Glorot-uniform weights (as scikit-learn's MLP) and zero intercepts.
+
+    Returns ``coef`` of shape (fan_in, fan_out) and ``intercept`` (fan_out,).
+    """
+    bound = np.sqrt(6.0 / (fan_in + fan_out))
+    coef = rng.uniform(-bound, bound, size=(fan_in, fan_out))
+    return coef, np.zeros(fan_out)
+
+
+def _activate(a, activation):
+    if activation == "relu":
+        return np.maximum(a, 0.0, out=a)
+    return np.tanh(a, out=a)
+
+
+def _activation_derivative(h, activation):
+    """Derivative of the activation written in terms of its output h."""
+    if activation == "relu":
+        return (h > 0.0).astype(h.dtype)
+    return 1.0 - h * h
+
+
+def forward(X, coefs, intercepts, activation):
+    """Hidden activations of the MLP.
+
+    Parameters
+    ----------
+    X : csr_matrix of shape (B, D)
+    coefs, intercepts : lists of ndarray
+        Hidden-layer weights, ``coefs[l]`` of shape (fan_in, fan_out).
+    activation : {"relu", "tanh"}
+
+    Returns
+    -------
+    hidden : list of ndarray
+        ``hidden[l]`` has shape (B, coefs[l].shape[1]).
+    """
+    hidden = []
+    a = X @ coefs[0]
+    for layer, (coef, intercept) in enumerate(zip(coefs, intercepts)):
+        if layer > 0:
+            a = hidden[-1] @ coef
+        a += intercept
+        hidden.append(_activate(np.asarray(a), activation))
+    return hidden
+
+
+def backward(X, hidden, coefs, g_top, activation):
+    """Gradients of an objective with respect to the hidden-layer parameters.
+
+    Parameters
+    ----------
+    X : csr_matrix of shape (B, D)
+    hidden : list of ndarray
+        Output of :func:`forward`.
+    coefs : list of ndarray
+    g_top : ndarray of shape (B, H_last)
+        Gradient of the objective with respect to ``hidden[-1]``.
+    activation : {"relu", "tanh"}
+
+    Returns
+    -------
+    g_coefs, g_intercepts : lists of ndarray
+        Same shapes as the parameters.
+    """
+    n_layers = len(coefs)
+    g_coefs = [None] * n_layers
+    g_intercepts = [None] * n_layers
+    g = g_top
+    for layer in range(n_layers - 1, -1, -1):
+        delta = g * _activation_derivative(hidden[layer], activation)
+        below = X if layer == 0 else hidden[layer - 1]
+        g_coefs[layer] = np.asarray(below.T @ delta)
+        g_intercepts[layer] = delta.sum(axis=0)
+        if layer > 0:
+            g = delta @ coefs[layer].T
+    return g_coefs, g_intercepts

@@ -1,0 +1,695 @@
+"""NoisyORFactorizer: the noisy-OR factor model with amortized variational inference."""
+
+import time
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import expit, logit
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    _fit_context,
+)
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state, gen_batches
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._optim import Adam
+from .._validation import check_binary
+from . import _encoder, _kernels
+
+
+def _softplus(x):
+    return np.logaddexp(0.0, x)
+
+
+def _softplus_inverse(y):
+    return y + np.log(-np.expm1(-y))
+
+
+def _csr_arrays(X):
+    """CSR structure as int64 arrays: the one signature every kernel compiles for."""
+    return X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int64, copy=False)
+
+
+class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    r"""Noisy-OR factor model of binary data with amortized variational inference.
+
+    The model [1]_ explains each binary row x (a document's word presence, a
+    binarized image) by K binary latent causes and an always-on leak:
+
+    .. math::
+
+        z_k \sim \mathrm{Bernoulli}(\mu_k), \qquad
+        p(x_i = 0 \mid z) = \exp\Big(-\theta_{i0} - \sum_{k=1}^K \theta_{ik} z_k\Big),
+
+    where :math:`\theta_{ik} \ge 0` is the weight of cause k on feature i
+    (``components_``), :math:`\theta_{i0} \ge 0` the leak (``leak_``) and
+    :math:`\mu_k` the prior probability of cause k (``prior_``). The
+    parameters are learned by maximizing the evidence lower bound (ELBO)
+
+    .. math::
+
+        \mathcal{L}(x) = \mathbb{E}_q\Big[\sum_{i: x_i = 1}
+            \log\big(1 - e^{-\theta_{i0} - \sum_k \theta_{ik} z_k}\big)\Big]
+            - \sum_{i: x_i = 0}\Big(\theta_{i0} + \sum_k \theta_{ik} q_k\Big)
+            - \sum_k \mathrm{KL}\big(\mathrm{Bern}(q_k) \,\|\, \mathrm{Bern}(\mu_k)\big)
+
+    under a factorized posterior :math:`q(z \mid x) = \prod_k
+    \mathrm{Bern}(q_k)` whose parameters an encoder network computes from x:
+
+    - ``inference="acp"`` (amortized conjugate posterior, [1]_ supplement
+      Eq. 5): the encoder outputs the dual variables
+      :math:`\psi_i = \mathrm{softplus}(\mathrm{MLP}(x)_i) > 0` of the
+      Jaakkola-Jordan bound :math:`\log(1 - e^{-u}) \le \psi u - g(\psi)` and
+      :math:`q_k = \sigma\big(\sum_{i: x_i=1} \psi_i \theta_{ik} -
+      \sum_{i: x_i=0} \theta_{ik} + \operatorname{logit} \mu_k\big)`;
+    - ``inference="avi"`` (amortized VI): the encoder outputs
+      :math:`\operatorname{logit} q_k` directly.
+
+    Training follows [1]_ Algorithm 1: minibatches, Adam, ``n_mc_samples``
+    binary-Concrete (Gumbel-softmax) relaxed samples of z per row with a
+    temperature decayed exponentially from ``temperature`` to
+    ``min_temperature``, and gradients with respect to theta, the leak, mu and
+    the encoder jointly (derived by hand, run in Numba kernels).
+
+    Read more in the :ref:`User Guide <noisy_or>`.
+
+    Parameters
+    ----------
+    n_components : int, default=50
+        Number of latent causes K.
+    inference : {"acp", "avi"}, default="acp"
+        Amortized inference method (see above).
+    hidden_layer_sizes : array-like of int, default=(100,)
+        Sizes of the encoder's hidden layers (at least one layer).
+    activation : {"relu", "tanh"}, default="relu"
+        Activation of the encoder's hidden layers.
+    n_mc_samples : int, default=10
+        Relaxed Monte Carlo samples of z per row and step (M in [1]_).
+    temperature : float, default=0.5
+        Initial temperature tau of the binary Concrete relaxation.
+    min_temperature : float, default=0.2
+        Floor of the temperature. The temperature at epoch t (counted from 0
+        over all calls to ``fit``/``partial_fit`` since the last ``fit``) is
+        ``max(min_temperature, temperature * exp(-temperature_decay * t))``.
+    temperature_decay : float, default=0.05
+        Exponential decay rate of the temperature per epoch.
+    batch_size : int, default=128
+        Rows per minibatch (clipped to the number of rows).
+    learning_rate : float, default=1e-3
+        Step size of Adam.
+    max_iter : int, default=100
+        Maximum number of epochs (passes over the training data).
+    tol : float, default=1e-3
+        Tolerance in nats per row. Training stops when the monitored ELBO
+        (the epoch's training ELBO, or the validation ELBO when
+        ``early_stopping=True``) has not improved by at least ``tol`` for
+        ``n_iter_no_change`` consecutive epochs.
+    n_iter_no_change : int, default=10
+        Number of epochs without improvement before stopping.
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the rows, monitor their true ELBO
+        (``n_score_samples`` discrete samples) after every epoch, and keep the
+        parameters of the best epoch.
+    validation_fraction : float, default=0.1
+        Fraction of rows held out when ``early_stopping=True``.
+    binarize : float or None, default=0.0
+        Values of X strictly greater than ``binarize`` count as 1, the others
+        as 0 (as in :class:`~sklearn.naive_bayes.BernoulliNB`), so counts or
+        tf-idf weights become presence/absence. With ``None``, X must contain
+        only 0 and 1. Negative values are always an error.
+    n_score_samples : int, default=100
+        Exact discrete samples of q per row used by :meth:`score` and
+        :meth:`score_samples` (100 in [1]_).
+    random_state : int, RandomState instance or None, default=None
+        Controls the initialization, the minibatch order, the Monte Carlo
+        noise and the common random numbers of :meth:`score_samples`. Pass an
+        int for reproducible results. See :term:`Glossary <random_state>`.
+    verbose : int, default=0
+        If positive, print the ELBO, temperature and time of every epoch.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        Weights theta_ik >= 0 of the causes (``components_[k, i]`` is
+        theta_ik of [1]_).
+    leak_ : ndarray of shape (n_features,)
+        Leak weights theta_i0 >= 0.
+    prior_ : ndarray of shape (n_components,)
+        Prior probabilities mu_k of the causes.
+    elbo_history_ : ndarray of shape (n_iter_,)
+        Mean true ELBO per training row in nats for every epoch, estimated
+        along the way with one exact discrete sample of q per row and step
+        (an unbiased estimate of the objective that :meth:`score` reports,
+        with the parameters moving during the epoch).
+    validation_scores_ : ndarray of shape (n_iter_,) or None
+        Validation ELBO (nats per row) after every epoch when
+        ``early_stopping=True``, else None.
+    best_validation_score_ : float or None
+        Best value of ``validation_scores_``, else None.
+    n_iter_ : int
+        Number of epochs run.
+    encoder_coefs_ : list of ndarray
+        Encoder weights: the hidden layers, shape (fan_in, fan_out) each, then
+        the output layer, shape (hidden_layer_sizes[-1], n_components) for
+        "avi", or (n_features, hidden_layer_sizes[-1]) for "acp" (stored
+        transposed so that the rows of active features are contiguous).
+    encoder_intercepts_ : list of ndarray
+        Encoder intercepts, one per layer (the "acp" output layer has one per
+        feature).
+    n_features_in_ : int
+        Number of features seen during :term:`fit`.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during :term:`fit`. Defined only when `X`
+        has feature names that are all strings.
+
+    See Also
+    --------
+    sklearn.decomposition.LatentDirichletAllocation : Topic model of counts.
+    sklearn.neural_network.BernoulliRBM : Binary latent features with an
+        undirected model.
+
+    Notes
+    -----
+    **Cost.** With the identity :math:`\sum_{i: x_i=0} \theta_{ik} =
+    \sum_i \theta_{ik} - \sum_{i: x_i=1} \theta_{ik}`, the ELBO of a row and
+    its gradient cost O(nnz(x) K M), not O(n_features K); each minibatch adds
+    O(n_features (K + H)) for the dense parameter update. The ACP encoder
+    evaluates psi only at the active features.
+
+    **Units.** :meth:`score_samples` returns the ELBO of each row in nats;
+    :meth:`score` its mean (nats per row). Both use ``n_score_samples`` exact
+    samples of q with common random numbers fixed at fit time, so they are
+    deterministic and the value of a row does not depend on the other rows.
+
+    **Parametrization.** theta = softplus(a), theta_0 = softplus(b) and
+    mu = sigmoid(c); Adam works on a, b, c and the encoder weights.
+
+    **Printed-equation errors.** Eq. 4 of the supplement of [1]_ drops an
+    exp inside the bracket; the posterior (Eq. 5), used here, is right.
+
+    References
+    ----------
+    .. [1] Y. Yan, M. Ailem, F. Sha, "Amortized Inference of Variational
+       Bounds for Learning Noisy-OR", AISTATS 2020, PMLR 108:3632-3641.
+    .. [2] E. Jang, S. Gu, B. Poole, "Categorical Reparameterization with
+       Gumbel-Softmax", ICLR 2017.
+    .. [3] T. Jaakkola, M. Jordan, "Variational probabilistic inference and
+       the QMR-DT network", JAIR 10, 1999.
+
+    Examples
+    --------
+    >>> from skbinvi import NoisyORFactorizer
+    >>> from skbinvi.datasets import make_noisy_or
+    >>> X, truth = make_noisy_or(300, 40, 4, random_state=0)
+    >>> model = NoisyORFactorizer(n_components=4, max_iter=20, random_state=0)
+    >>> Q = model.fit_transform(X)
+    >>> Q.shape
+    (300, 4)
+    >>> bool(((Q >= 0) & (Q <= 1)).all())
+    True
+    """
+
+    _parameter_constraints: dict = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "inference": [StrOptions({"acp", "avi"})],
+        "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
+        "activation": [StrOptions({"relu", "tanh"})],
+        "n_mc_samples": [Interval(Integral, 1, None, closed="left")],
+        "temperature": [Interval(Real, 0, None, closed="neither")],
+        "min_temperature": [Interval(Real, 0, None, closed="neither")],
+        "temperature_decay": [Interval(Real, 0, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "early_stopping": ["boolean"],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "binarize": [None, Interval(Real, 0, None, closed="left")],
+        "n_score_samples": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        n_components=50,
+        *,
+        inference="acp",
+        hidden_layer_sizes=(100,),
+        activation="relu",
+        n_mc_samples=10,
+        temperature=0.5,
+        min_temperature=0.2,
+        temperature_decay=0.05,
+        batch_size=128,
+        learning_rate=1e-3,
+        max_iter=100,
+        tol=1e-3,
+        n_iter_no_change=10,
+        early_stopping=False,
+        validation_fraction=0.1,
+        binarize=0.0,
+        n_score_samples=100,
+        random_state=None,
+        verbose=0,
+    ):
+        self.n_components = n_components
+        self.inference = inference
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
+        self.n_mc_samples = n_mc_samples
+        self.temperature = temperature
+        self.min_temperature = min_temperature
+        self.temperature_decay = temperature_decay
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.max_iter = max_iter
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.binarize = binarize
+        self.n_score_samples = n_score_samples
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ input
+    def _check_X(self, X, *, reset):
+        X = validate_data(
+            self, X, reset=reset, accept_sparse="csr", dtype=np.float64
+        )
+        return check_binary(X, binarize=self.binarize, whom=type(self).__name__)
+
+    def _hidden_sizes(self):
+        sizes = np.atleast_1d(np.asarray(self.hidden_layer_sizes))
+        if (
+            sizes.ndim != 1
+            or sizes.size == 0
+            or not np.issubdtype(sizes.dtype, np.integer)
+            or np.any(sizes < 1)
+        ):
+            raise ValueError(
+                "hidden_layer_sizes must be a non-empty sequence of positive "
+                f"integers; got {self.hidden_layer_sizes!r}."
+            )
+        return [int(s) for s in sizes]
+
+    # ------------------------------------------------------------------- init
+    def _initialize(self, X, rng):
+        """Set the initial parameters from the first training data X (binary CSR)."""
+        n_samples, n_features = X.shape
+        K = self.n_components
+        sizes = self._hidden_sizes()
+        # Leak: the marginal frequency of each feature, as if no cause were on.
+        freq = np.asarray(X.sum(axis=0)).ravel() / n_samples
+        freq = np.clip(freq, 1.0 / (n_samples + 1), 0.5)
+        self._leak_raw = _softplus_inverse(-np.log1p(-freq))
+        # Causes: small random weights with column sums of order one, so that
+        # q is neither saturated on nor off for the first documents.
+        theta0 = rng.uniform(0.5, 1.5, size=(n_features, K)) / n_features
+        self._theta_raw = _softplus_inverse(theta0)
+        self._logit_prior = np.full(K, logit(min(0.5, 5.0 / K) if K > 1 else 0.5))
+        fan_in = [n_features] + sizes[:-1]
+        self.encoder_coefs_, self.encoder_intercepts_ = [], []
+        for a, b in zip(fan_in, sizes):
+            coef, intercept = _encoder.init_layer(a, b, rng)
+            self.encoder_coefs_.append(coef)
+            self.encoder_intercepts_.append(intercept)
+        if self.inference == "avi":
+            coef, intercept = _encoder.init_layer(sizes[-1], K, rng)
+        else:
+            coef, intercept = _encoder.init_layer(sizes[-1], n_features, rng)
+            coef = np.ascontiguousarray(coef.T)
+            # psi starts near 1 (softplus(0.55) = 1): the neutral dual value.
+            intercept = np.full(n_features, 0.55)
+        self.encoder_coefs_.append(coef)
+        self.encoder_intercepts_.append(intercept)
+        self._optimizer = Adam(self._parameters(), learning_rate=self.learning_rate)
+        self._score_uniforms = rng.random_sample((self.n_score_samples, K))
+        self._epoch = 0
+        self.elbo_history_ = np.zeros(0)
+        self.validation_scores_ = None
+        self.best_validation_score_ = None
+        self.n_iter_ = 0
+        self.random_state_ = rng
+
+    def _parameters(self):
+        """The arrays Adam updates, in the order of :meth:`_batch_gradients`."""
+        return [
+            self._theta_raw,
+            self._leak_raw,
+            self._logit_prior,
+            *self.encoder_coefs_,
+            *self.encoder_intercepts_,
+        ]
+
+    def _set_public_parameters(self):
+        self.components_ = np.ascontiguousarray(_softplus(self._theta_raw).T)
+        self.leak_ = _softplus(self._leak_raw)
+        self.prior_ = expit(self._logit_prior)
+
+    # --------------------------------------------------------------- encoder
+    def _encode(self, X, theta):
+        """Posterior logits for a binary CSR batch, and what backprop needs.
+
+        Returns ``logit_q`` (B, K) and a cache tuple.
+        """
+        n_hidden = len(self.encoder_coefs_) - 1
+        hidden = _encoder.forward(
+            X,
+            self.encoder_coefs_[:n_hidden],
+            self.encoder_intercepts_[:n_hidden],
+            self.activation,
+        )
+        coef_out = self.encoder_coefs_[-1]
+        intercept_out = self.encoder_intercepts_[-1]
+        if self.inference == "avi":
+            return hidden[-1] @ coef_out + intercept_out, (hidden, None, None)
+        indptr, indices = _csr_arrays(X)
+        pre = np.empty(indices.shape[0])
+        psi = np.empty(indices.shape[0])
+        _kernels.acp_psi(indptr, indices, hidden[-1], coef_out, intercept_out, pre, psi)
+        logit_q = np.empty((X.shape[0], self.n_components))
+        _kernels.acp_logits(indptr, indices, psi, theta, self._logit_prior, logit_q)
+        return logit_q, (hidden, pre, psi)
+
+    def _batch_gradients(self, X, noise, temperature):
+        """Relaxed ELBO gradients of one minibatch (sum over its rows).
+
+        Parameters
+        ----------
+        X : csr_matrix of shape (B, n_features), binary
+        noise : ndarray of shape (B, n_mc_samples, n_components)
+            Standard logistic noise of the relaxed samples.
+        temperature : float
+
+        Returns
+        -------
+        grads : list of ndarray
+            Gradients of the summed relaxed ELBO, same order and shapes as
+            :meth:`_parameters`.
+        elbo_relaxed, elbo_discrete : ndarray of shape (B,)
+            Relaxed ELBO and one-sample true ELBO estimate of every row.
+        """
+        B = X.shape[0]
+        K = self.n_components
+        theta = _softplus(self._theta_raw)
+        leak = _softplus(self._leak_raw)
+        logit_q, (hidden, pre, psi) = self._encode(X, theta)
+        indptr, indices = _csr_arrays(X)
+        g_theta = np.empty_like(theta)
+        g_leak = np.empty_like(leak)
+        g_logit_q = np.empty((B, K))
+        g_logit_prior = np.empty(K)
+        elbo_relaxed = np.empty(B)
+        elbo_discrete = np.empty(B)
+        _kernels.relaxed_elbo_grad(
+            indptr, indices, theta, leak, logit_q, self._logit_prior, noise,
+            temperature, g_theta, g_leak, g_logit_q, g_logit_prior,
+            elbo_relaxed, elbo_discrete,
+        )
+        coef_out = self.encoder_coefs_[-1]
+        if self.inference == "avi":
+            g_coef_out = hidden[-1].T @ g_logit_q
+            g_intercept_out = g_logit_q.sum(axis=0)
+            g_hidden = g_logit_q @ coef_out.T
+        else:
+            g_coef_out = np.empty_like(coef_out)
+            g_intercept_out = np.empty(coef_out.shape[0])
+            g_hidden = np.empty_like(hidden[-1])
+            _kernels.acp_backward(
+                indptr, indices, g_logit_q, psi, pre, theta, hidden[-1], coef_out,
+                g_theta, g_coef_out, g_intercept_out, g_hidden,
+            )
+            g_logit_prior += g_logit_q.sum(axis=0)
+        n_hidden = len(self.encoder_coefs_) - 1
+        g_coefs, g_intercepts = _encoder.backward(
+            X, hidden, self.encoder_coefs_[:n_hidden], g_hidden, self.activation
+        )
+        grads = [
+            g_theta * expit(self._theta_raw),
+            g_leak * expit(self._leak_raw),
+            g_logit_prior,
+            *g_coefs,
+            g_coef_out,
+            *g_intercepts,
+            g_intercept_out,
+        ]
+        return grads, elbo_relaxed, elbo_discrete
+
+    # --------------------------------------------------------------- training
+    def _temperature(self):
+        tau = self.temperature * np.exp(-self.temperature_decay * self._epoch)
+        return max(self.min_temperature, tau)
+
+    def _run_epoch(self, X, rng):
+        """One pass over X in shuffled minibatches; returns the mean true ELBO."""
+        n_samples = X.shape[0]
+        tau = self._temperature()
+        order = rng.permutation(n_samples)
+        batch_size = min(self.batch_size, n_samples)
+        total = 0.0
+        for batch in gen_batches(n_samples, batch_size):
+            X_batch = X[order[batch]]
+            B = X_batch.shape[0]
+            noise = rng.logistic(size=(B, self.n_mc_samples, self.n_components))
+            grads, _, elbo_discrete = self._batch_gradients(X_batch, noise, tau)
+            for g in grads:
+                g /= B
+            self._optimizer.step(grads)
+            total += elbo_discrete.sum()
+        self._epoch += 1
+        return total / n_samples
+
+    def _elbo_rows(self, X):
+        """True ELBO of every row of a binary CSR matrix (nats), deterministic."""
+        theta = _softplus(self._theta_raw)
+        leak = _softplus(self._leak_raw)
+        logit_q, _ = self._encode(X, theta)
+        indptr, indices = _csr_arrays(X)
+        out = np.empty(X.shape[0])
+        _kernels.discrete_elbo(
+            indptr, indices, theta, leak, logit_q, self._logit_prior,
+            self._score_uniforms, out,
+        )
+        return out
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Learn the noisy-OR model and the encoder from binary data.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data; binarized as described by ``binarize``.
+        y : Ignored
+            Not used, present for API consistency by convention.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            If X is empty, not 2-D, contains NaN or infinity, negative values,
+            or (with ``binarize=None``) values other than 0 and 1.
+
+        Warns
+        -----
+        ConvergenceWarning
+            If ``max_iter`` epochs ran without meeting the stopping criterion.
+        """
+        X = self._check_X(X, reset=True)
+        rng = check_random_state(self.random_state)
+        X_val = None
+        if self.early_stopping:
+            n_val = int(round(self.validation_fraction * X.shape[0]))
+            if n_val < 1 or n_val >= X.shape[0]:
+                raise ValueError(
+                    "early_stopping=True needs at least one training and one "
+                    f"validation row; validation_fraction={self.validation_fraction}"
+                    f" of {X.shape[0]} rows gives {n_val} validation rows."
+                )
+            perm = rng.permutation(X.shape[0])
+            X_val, X = X[perm[:n_val]], X[perm[n_val:]]
+        self._initialize(X, rng)
+        self._train(X, X_val, rng, self.max_iter, warn=True)
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y=None):
+        """Run one epoch of training on X, initializing on the first call.
+
+        The optimizer state, the temperature schedule and the random state
+        carry over between calls, so a stream of chunks is trained as one
+        long run. ``max_iter``, ``tol`` and ``early_stopping`` are ignored.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            A chunk of training data.
+        y : Ignored
+            Not used, present for API consistency by convention.
+
+        Returns
+        -------
+        self : object
+            Partially fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`fit`, and if X does not have ``n_features_in_`` columns.
+        """
+        first_time = not hasattr(self, "components_")
+        X = self._check_X(X, reset=first_time)
+        if first_time:
+            self._initialize(X, check_random_state(self.random_state))
+        self._train(X, None, self.random_state_, 1, warn=False)
+        return self
+
+    def _train(self, X, X_val, rng, n_epochs, *, warn):
+        history = list(self.elbo_history_)
+        val_scores = [] if X_val is not None else None
+        best, best_params, no_change = -np.inf, None, 0
+        converged = False
+        for _ in range(n_epochs):
+            tic = time.perf_counter()
+            tau = self._temperature()
+            elbo = self._run_epoch(X, rng)
+            history.append(elbo)
+            monitored = elbo
+            if X_val is not None:
+                monitored = float(self._elbo_rows(X_val).mean())
+                val_scores.append(monitored)
+            if self.verbose:
+                msg = (
+                    f"Epoch {len(history)}, ELBO = {elbo:.4f} nats/row, "
+                    f"temperature = {tau:.3f}"
+                )
+                if X_val is not None:
+                    msg += f", validation ELBO = {monitored:.4f}"
+                print(msg + f", time = {time.perf_counter() - tic:.2f}s")
+            if monitored > best + self.tol:
+                no_change = 0
+            else:
+                no_change += 1
+            if monitored > best:
+                best = monitored
+                if X_val is not None:
+                    best_params = [p.copy() for p in self._parameters()]
+            if no_change >= self.n_iter_no_change:
+                converged = True
+                if self.verbose:
+                    print(
+                        f"ELBO did not improve by more than tol={self.tol} for "
+                        f"{self.n_iter_no_change} epochs. Stopping."
+                    )
+                break
+        if best_params is not None:
+            for p, best_p in zip(self._parameters(), best_params):
+                p[...] = best_p
+            self.validation_scores_ = np.asarray(val_scores)
+            self.best_validation_score_ = float(best)
+        self.elbo_history_ = np.asarray(history)
+        self.n_iter_ = len(history)
+        self._set_public_parameters()
+        if warn and not converged:
+            warnings.warn(
+                f"NoisyORFactorizer: maximum number of epochs ({self.max_iter}) "
+                "reached and the ELBO is still improving. Consider increasing "
+                "max_iter.",
+                ConvergenceWarning,
+            )
+
+    # -------------------------------------------------------------- inference
+    def transform(self, X):
+        """Posterior probabilities q(z_k = 1 | x) of the causes.
+
+        Deterministic: the encoder's output, with no sampling, so the result
+        for a row does not depend on the other rows.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Data, binarized as in :meth:`fit`.
+
+        Returns
+        -------
+        Q : ndarray of shape (n_samples, n_components), float64
+            Values in [0, 1].
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If the estimator is not fitted.
+        ValueError
+            If X has the wrong number of features or invalid values.
+        """
+        check_is_fitted(self)
+        X = self._check_X(X, reset=False)
+        logit_q, _ = self._encode(X, _softplus(self._theta_raw))
+        return expit(logit_q)
+
+    def score_samples(self, X):
+        """True ELBO of every row in nats (a lower bound on log p(x)).
+
+        Estimated with ``n_score_samples`` exact discrete samples of q (common
+        random numbers fixed at fit time, so the result is deterministic).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Data, binarized as in :meth:`fit`.
+
+        Returns
+        -------
+        elbo : ndarray of shape (n_samples,)
+            ELBO of each row, nats.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If the estimator is not fitted.
+        ValueError
+            If X has the wrong number of features or invalid values.
+        """
+        check_is_fitted(self)
+        X = self._check_X(X, reset=False)
+        return self._elbo_rows(X)
+
+    def score(self, X, y=None):
+        """Mean true ELBO per row, in nats (higher is better).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Data, binarized as in :meth:`fit`.
+        y : Ignored
+            Not used, present for API consistency by convention.
+
+        Returns
+        -------
+        score : float
+            ``score_samples(X).mean()``, nats per row.
+        """
+        return float(self.score_samples(X).mean())
+
+    @property
+    def _n_features_out(self):
+        return self.components_.shape[0]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.positive_only = True
+        return tags

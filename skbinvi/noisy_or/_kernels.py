@@ -1,0 +1,281 @@
+"""Numba kernels of the noisy-OR model: ELBO, its gradients and the ACP encoder head.
+
+Notation (METHODS.md section 2, [Yan] supplement): D features, K causes, a batch
+of B binary rows in CSR form (``indptr``, ``indices``: the active set A_n of row
+n). ``theta`` has shape (D, K) (the transpose of ``components_``, so that the
+weights of one active feature are contiguous), ``leak`` is theta_0 (D,),
+``logit_prior`` is logit mu (K,) and ``logit_q`` holds logit q(z_k = 1 | x_n)
+(B, K).
+
+Every cost below is O(nnz * K) per call, plus O(D K) once per batch for the
+dense parts of the gradient: features with x_i = 0 only enter through the
+column sums ``colsum_k = sum_i theta_ik`` and ``leak_sum = sum_i theta_i0``,
+
+    sum_{i: x_i = 0} theta_ik = colsum_k - sum_{i in A} theta_ik.
+
+All kernels write into preallocated ``out`` arrays and never into their inputs.
+"""
+
+import numpy as np
+
+from .._math import dlog1mexp, kl_bernoulli_logits, log1mexp, sigmoid, softplus
+from .._numba import njit
+
+
+@njit
+def _negative_and_kl(indptr, indices, theta, leak, leak_sum, colsum, logit_q,
+                     logit_prior, n, active_sum):
+    """Exact part of the ELBO of row n: negative evidence minus KL.
+
+    Returns ``-sum_{i not in A} (theta_i0 + sum_k theta_ik q_k) - sum_k KL_k``
+    and fills ``active_sum[k] = sum_{i in A} theta_ik``.
+    """
+    K = theta.shape[1]
+    active_sum[:] = 0.0
+    leak_active = 0.0
+    for j in range(indptr[n], indptr[n + 1]):
+        i = indices[j]
+        leak_active += leak[i]
+        for k in range(K):
+            active_sum[k] += theta[i, k]
+    value = -(leak_sum - leak_active)
+    for k in range(K):
+        value -= (colsum[k] - active_sum[k]) * sigmoid(logit_q[n, k])
+        value -= kl_bernoulli_logits(logit_q[n, k], logit_prior[k])
+    return value
+
+
+@njit
+def relaxed_elbo_grad(indptr, indices, theta, leak, logit_q, logit_prior, noise,
+                      temperature, g_theta, g_leak, g_logit_q, g_logit_prior,
+                      elbo_relaxed, elbo_discrete):
+    """Relaxed Monte Carlo ELBO of a batch and its gradients (binary Concrete).
+
+    For each row n and each of the M noise draws ``noise[n, m]`` (standard
+    logistic, i.e. ``log U - log(1 - U)``), the relaxed sample is
+    ``z~_k = sigmoid((logit_q[n, k] + noise[n, m, k]) / temperature)`` and
+
+        elbo_relaxed[n] = 1/M sum_m sum_{i in A_n} log(1 - exp(-u_mi))
+                          - sum_{i not in A_n} (theta_i0 + sum_k theta_ik q_nk)
+                          - sum_k KL(Bern(q_nk) || Bern(mu_k)),
+
+    with ``u_mi = theta_i0 + sum_k theta_ik z~_mk`` ([Yan] Algorithm 1). The
+    threshold ``1{logit_q + noise[n, 0] > 0}`` of the first draw is an exact
+    sample of q, which gives ``elbo_discrete[n]``, an unbiased one-sample
+    estimate of the true ELBO at no extra sampling cost.
+
+    Parameters
+    ----------
+    indptr, indices : int64 arrays
+        CSR structure of the binary batch (B rows, D columns).
+    theta : float64 array of shape (D, K)
+    leak : float64 array of shape (D,)
+    logit_q : float64 array of shape (B, K)
+    logit_prior : float64 array of shape (K,)
+    noise : float64 array of shape (B, M, K)
+    temperature : float
+    g_theta, g_leak, g_logit_q, g_logit_prior : float64 arrays (out)
+        Gradients of ``sum_n elbo_relaxed[n]`` with respect to ``theta``,
+        ``leak``, ``logit_q`` and ``logit_prior``. They are overwritten.
+    elbo_relaxed, elbo_discrete : float64 arrays of shape (B,) (out)
+        Per-row values in nats.
+    """
+    D, K = theta.shape
+    B = logit_q.shape[0]
+    M = noise.shape[1]
+    inv_m = 1.0 / M
+    inv_tau = 1.0 / temperature
+    colsum = theta.sum(axis=0)
+    leak_sum = leak.sum()
+    g_theta[:] = 0.0
+    g_leak[:] = 0.0
+    g_logit_prior[:] = 0.0
+    q_total = np.zeros(K)
+    active_sum = np.empty(K)
+    q_row = np.empty(K)
+    z = np.empty(K)
+    grad_z = np.empty(K)
+    for n in range(B):
+        exact = _negative_and_kl(indptr, indices, theta, leak, leak_sum, colsum,
+                                 logit_q, logit_prior, n, active_sum)
+        # d(exact)/d logit_q and d(exact)/d logit_prior
+        for k in range(K):
+            q = sigmoid(logit_q[n, k])
+            q_row[k] = q
+            dq = q * (1.0 - q)
+            g_logit_q[n, k] = -dq * (colsum[k] - active_sum[k]) \
+                - dq * (logit_q[n, k] - logit_prior[k])
+            g_logit_prior[k] += q - sigmoid(logit_prior[k])
+            q_total[k] += q
+        # Monte Carlo positive term, relaxed samples
+        positive = 0.0
+        for m in range(M):
+            for k in range(K):
+                z[k] = sigmoid((logit_q[n, k] + noise[n, m, k]) * inv_tau)
+                grad_z[k] = 0.0
+            for j in range(indptr[n], indptr[n + 1]):
+                i = indices[j]
+                u = leak[i]
+                for k in range(K):
+                    u += theta[i, k] * z[k]
+                positive += log1mexp(u)
+                fp = dlog1mexp(u) * inv_m
+                g_leak[i] += fp
+                for k in range(K):
+                    g_theta[i, k] += fp * z[k]
+                    grad_z[k] += fp * theta[i, k]
+            for k in range(K):
+                g_logit_q[n, k] += grad_z[k] * z[k] * (1.0 - z[k]) * inv_tau
+        elbo_relaxed[n] = exact + positive * inv_m
+        # one exact discrete sample from the first noise draw
+        positive = 0.0
+        for j in range(indptr[n], indptr[n + 1]):
+            i = indices[j]
+            u = leak[i]
+            for k in range(K):
+                if logit_q[n, k] + noise[n, 0, k] > 0.0:
+                    u += theta[i, k]
+            positive += log1mexp(u)
+        elbo_discrete[n] = exact + positive
+        # the exact term's gradient for active features: +q (theta), +1 (leak)
+        for j in range(indptr[n], indptr[n + 1]):
+            i = indices[j]
+            g_leak[i] += 1.0
+            for k in range(K):
+                g_theta[i, k] += q_row[k]
+    # dense part: every feature is inactive unless added back above
+    for i in range(D):
+        g_leak[i] -= B
+        for k in range(K):
+            g_theta[i, k] -= q_total[k]
+
+
+@njit
+def discrete_elbo(indptr, indices, theta, leak, logit_q, logit_prior, uniforms,
+                  out):
+    """True ELBO per row, Monte Carlo over S exact discrete samples of q.
+
+    ``z_sk = 1{uniforms[s, k] < q_nk}``: the same uniforms serve every row
+    (common random numbers), so the estimate of a row does not depend on the
+    other rows of the batch and is deterministic for fixed ``uniforms``.
+
+    Parameters
+    ----------
+    indptr, indices : int64 arrays
+        CSR structure of the binary data (B rows).
+    theta : float64 array of shape (D, K)
+    leak : float64 array of shape (D,)
+    logit_q : float64 array of shape (B, K)
+    logit_prior : float64 array of shape (K,)
+    uniforms : float64 array of shape (S, K), values in [0, 1)
+    out : float64 array of shape (B,) (out)
+        ELBO of each row in nats: ``1/S sum_s sum_{i in A} log(1 - exp(-u_si))
+        - sum_{i not in A}(theta_i0 + sum_k theta_ik q_k) - sum_k KL_k``.
+    """
+    K = theta.shape[1]
+    B = logit_q.shape[0]
+    S = uniforms.shape[0]
+    colsum = theta.sum(axis=0)
+    leak_sum = leak.sum()
+    active_sum = np.empty(K)
+    on = np.empty(K, dtype=np.int64)
+    for n in range(B):
+        exact = _negative_and_kl(indptr, indices, theta, leak, leak_sum, colsum,
+                                 logit_q, logit_prior, n, active_sum)
+        positive = 0.0
+        for s in range(S):
+            n_on = 0
+            for k in range(K):
+                if uniforms[s, k] < sigmoid(logit_q[n, k]):
+                    on[n_on] = k
+                    n_on += 1
+            for j in range(indptr[n], indptr[n + 1]):
+                i = indices[j]
+                u = leak[i]
+                for t in range(n_on):
+                    u += theta[i, on[t]]
+                positive += log1mexp(u)
+        out[n] = exact + positive / S
+
+
+@njit
+def acp_psi(indptr, indices, hidden, coef_out, intercept_out, pre_out, psi_out):
+    """ACP encoder head evaluated only at active features.
+
+    ``pre_out[j] = hidden[n] @ coef_out[i] + intercept_out[i]`` and
+    ``psi_out[j] = softplus(pre_out[j])`` for every stored entry j = (n, i) of
+    the CSR batch: the dual variables psi_i > 0 of [Yan] Eq. 5. Equivalent to
+    ``softplus(hidden @ coef_out.T + intercept_out)[n, i]`` at the entries.
+
+    Shapes: hidden (B, H), coef_out (D, H), intercept_out (D,),
+    pre_out and psi_out (nnz,).
+    """
+    B, H = hidden.shape
+    for n in range(B):
+        for j in range(indptr[n], indptr[n + 1]):
+            i = indices[j]
+            a = intercept_out[i]
+            for h in range(H):
+                a += hidden[n, h] * coef_out[i, h]
+            pre_out[j] = a
+            psi_out[j] = softplus(a)
+
+
+@njit
+def acp_logits(indptr, indices, psi, theta, logit_prior, out):
+    """ACP posterior logits, [Yan] supplement Eq. 5.
+
+    ``out[n, k] = sum_{i in A_n} psi_ni theta_ik - sum_{i not in A_n} theta_ik
+    + logit_prior[k]``, computed as
+    ``logit_prior[k] - colsum_k + sum_{i in A_n} (psi_ni + 1) theta_ik``.
+
+    Shapes: psi (nnz,), theta (D, K), logit_prior (K,), out (B, K).
+    """
+    K = theta.shape[1]
+    B = out.shape[0]
+    colsum = theta.sum(axis=0)
+    for n in range(B):
+        for k in range(K):
+            out[n, k] = logit_prior[k] - colsum[k]
+        for j in range(indptr[n], indptr[n + 1]):
+            i = indices[j]
+            w = psi[j] + 1.0
+            for k in range(K):
+                out[n, k] += w * theta[i, k]
+
+
+@njit
+def acp_backward(indptr, indices, g_logit_q, psi, pre, theta, hidden, coef_out,
+                 g_theta, g_coef_out, g_intercept_out, g_hidden):
+    """Back-propagate d/d logit_q through :func:`acp_logits` and :func:`acp_psi`.
+
+    Adds to ``g_theta`` (D, K) the gradient through the logits (including the
+    dense ``-colsum`` part), and overwrites ``g_coef_out`` (D, H),
+    ``g_intercept_out`` (D,) and ``g_hidden`` (B, H). The gradient with
+    respect to ``logit_prior`` through the logits is ``g_logit_q.sum(0)`` and
+    is left to the caller.
+    """
+    D, K = theta.shape
+    B, H = hidden.shape
+    g_coef_out[:] = 0.0
+    g_intercept_out[:] = 0.0
+    g_hidden[:] = 0.0
+    g_total = np.zeros(K)
+    for n in range(B):
+        for k in range(K):
+            g_total[k] += g_logit_q[n, k]
+        for j in range(indptr[n], indptr[n + 1]):
+            i = indices[j]
+            w = psi[j] + 1.0
+            g_psi = 0.0
+            for k in range(K):
+                g_theta[i, k] += w * g_logit_q[n, k]
+                g_psi += g_logit_q[n, k] * theta[i, k]
+            g_pre = g_psi * sigmoid(pre[j])
+            g_intercept_out[i] += g_pre
+            for h in range(H):
+                g_coef_out[i, h] += g_pre * hidden[n, h]
+                g_hidden[n, h] += g_pre * coef_out[i, h]
+    for i in range(D):
+        for k in range(K):
+            g_theta[i, k] -= g_total[k]

@@ -1,0 +1,225 @@
+"""Noisy-OR kernels against slow NumPy references, finite differences and enumeration."""
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from numpy.testing import assert_allclose
+from scipy.special import expit, log_expit
+
+from skbinvi import NoisyORFactorizer
+from skbinvi.noisy_or import _kernels
+
+
+def _problem(seed=0, B=5, D=9, K=3, M=4, density=0.4):
+    rng = np.random.default_rng(seed)
+    dense = (rng.random((B, D)) < density).astype(float)
+    dense[0] = 0.0  # an empty row
+    X = sp.csr_matrix(dense)
+    theta = rng.uniform(0.05, 1.5, size=(D, K))
+    leak = rng.uniform(0.01, 0.5, size=D)
+    logit_q = rng.normal(size=(B, K))
+    logit_prior = rng.normal(size=K)
+    noise = rng.logistic(size=(B, M, K))
+    return X, theta, leak, logit_q, logit_prior, noise
+
+
+def _csr(X):
+    return X.indptr.astype(np.int64), X.indices.astype(np.int64)
+
+
+def _kl(logit_q, logit_prior):
+    q, mu = expit(logit_q), expit(logit_prior)
+    return q * np.log(q / mu) + (1 - q) * np.log((1 - q) / (1 - mu))
+
+
+def _reference_relaxed_elbo(X, theta, leak, logit_q, logit_prior, noise, tau):
+    """Dense O(B D K M) formula of [Yan] Algorithm 1 (sum over all features)."""
+    x = X.toarray()
+    q = expit(logit_q)
+    z = expit((logit_q[:, None, :] + noise) / tau)  # (B, M, K)
+    u = leak + np.einsum("bmk,dk->bmd", z, theta)  # (B, M, D)
+    positive = (x[:, None, :] * np.log(-np.expm1(-u))).sum(axis=2).mean(axis=1)
+    negative = -((1 - x) * (leak + q @ theta.T)).sum(axis=1)
+    return positive + negative - _kl(logit_q, logit_prior).sum(axis=1)
+
+
+def _run_relaxed(X, theta, leak, logit_q, logit_prior, noise, tau):
+    B, K = logit_q.shape
+    out = dict(
+        g_theta=np.empty_like(theta), g_leak=np.empty_like(leak),
+        g_logit_q=np.empty((B, K)), g_logit_prior=np.empty(K),
+        elbo_relaxed=np.empty(B), elbo_discrete=np.empty(B),
+    )
+    _kernels.relaxed_elbo_grad(*_csr(X), theta, leak, logit_q, logit_prior, noise,
+                               tau, *out.values())
+    return out
+
+
+def test_relaxed_elbo_matches_dense_reference():
+    X, theta, leak, logit_q, logit_prior, noise = _problem()
+    out = _run_relaxed(X, theta, leak, logit_q, logit_prior, noise, 0.3)
+    expected = _reference_relaxed_elbo(X, theta, leak, logit_q, logit_prior, noise, 0.3)
+    assert_allclose(out["elbo_relaxed"], expected, rtol=1e-12, atol=1e-12)
+
+
+def test_relaxed_elbo_discrete_sample_matches_reference():
+    X, theta, leak, logit_q, logit_prior, noise = _problem(seed=1)
+    out = _run_relaxed(X, theta, leak, logit_q, logit_prior, noise, 0.3)
+    x = X.toarray()
+    z = (logit_q + noise[:, 0, :] > 0).astype(float)
+    u = leak + z @ theta.T
+    expected = (
+        (x * np.log(-np.expm1(-u))).sum(1)
+        - ((1 - x) * (leak + expit(logit_q) @ theta.T)).sum(1)
+        - _kl(logit_q, logit_prior).sum(1)
+    )
+    assert_allclose(out["elbo_discrete"], expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["theta", "leak", "logit_q", "logit_prior"])
+def test_relaxed_elbo_gradients_finite_differences(name):
+    X, theta, leak, logit_q, logit_prior, noise = _problem(seed=2)
+    args = dict(theta=theta, leak=leak, logit_q=logit_q, logit_prior=logit_prior)
+    tau = 0.4
+    grad = _run_relaxed(X, theta, leak, logit_q, logit_prior, noise, tau)["g_" + name]
+    param = args[name]
+    numeric = np.empty_like(param)
+    eps = 1e-6
+    for idx in np.ndindex(param.shape):
+        values = []
+        for sign in (1, -1):
+            perturbed = {k: v.copy() for k, v in args.items()}
+            perturbed[name][idx] += sign * eps
+            values.append(_reference_relaxed_elbo(X, noise=noise, tau=tau,
+                                                  **perturbed).sum())
+        numeric[idx] = (values[0] - values[1]) / (2 * eps)
+    assert_allclose(grad, numeric, rtol=1e-6, atol=1e-7)
+
+
+def test_discrete_elbo_matches_reference_and_is_row_independent():
+    X, theta, leak, logit_q, logit_prior, _ = _problem(seed=3, B=6)
+    rng = np.random.default_rng(0)
+    uniforms = rng.random((50, theta.shape[1]))
+    out = np.empty(X.shape[0])
+    _kernels.discrete_elbo(*_csr(X), theta, leak, logit_q, logit_prior, uniforms, out)
+    x = X.toarray()
+    q = expit(logit_q)
+    z = (uniforms[None, :, :] < q[:, None, :]).astype(float)  # (B, S, K)
+    u = leak + np.einsum("bsk,dk->bsd", z, theta)
+    expected = (
+        (x[:, None, :] * np.log(-np.expm1(-u))).sum(2).mean(1)
+        - ((1 - x) * (leak + q @ theta.T)).sum(1)
+        - _kl(logit_q, logit_prior).sum(1)
+    )
+    assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+    part = np.empty(3)
+    _kernels.discrete_elbo(*_csr(X[3:]), theta, leak, logit_q[3:], logit_prior,
+                           uniforms, part)
+    assert_allclose(part, out[3:], rtol=0, atol=0)
+
+
+def _exact_elbo(x, theta, leak, logit_q, logit_prior):
+    """ELBO by enumeration of all 2^K states of z: E_q[log p(x, z)] + H[q]."""
+    K = theta.shape[1]
+    q = expit(logit_q)
+    mu = expit(logit_prior)
+    value = 0.0
+    for state in itertools.product([0.0, 1.0], repeat=K):
+        z = np.array(state)
+        log_q = np.sum(z * np.log(q) + (1 - z) * np.log(1 - q))
+        log_prior = np.sum(z * np.log(mu) + (1 - z) * np.log(1 - mu))
+        u = leak + theta @ z
+        log_lik = np.sum(np.where(x == 1, np.log(-np.expm1(-u)), -u))
+        value += np.exp(log_q) * (log_lik + log_prior - log_q)
+    return value
+
+
+def test_discrete_elbo_agrees_with_enumeration():
+    """The Monte Carlo ELBO is within 4 standard errors of the exact ELBO."""
+    X, theta, leak, logit_q, logit_prior, _ = _problem(seed=4, B=4, D=12, K=4)
+    S = 20000
+    uniforms = np.random.default_rng(1).random((S, 4))
+    out = np.empty(X.shape[0])
+    _kernels.discrete_elbo(*_csr(X), theta, leak, logit_q, logit_prior, uniforms, out)
+    x = X.toarray()
+    for n in range(X.shape[0]):
+        exact = _exact_elbo(x[n], theta, leak, logit_q[n], logit_prior)
+        # standard error of the sampled positive term
+        q = expit(logit_q[n])
+        z = (uniforms < q).astype(float)
+        u = leak + z @ theta.T
+        pos = (x[n] * np.log(-np.expm1(-u))).sum(1)
+        se = pos.std() / np.sqrt(S)
+        assert abs(out[n] - exact) <= 4 * se + 1e-12, (n, out[n], exact, se)
+
+
+def test_acp_heads_match_dense_reference():
+    X, theta, _, _, logit_prior, _ = _problem(seed=5)
+    rng = np.random.default_rng(5)
+    B, D = X.shape
+    H = 6
+    hidden = rng.normal(size=(B, H))
+    coef_out = rng.normal(size=(D, H))
+    intercept_out = rng.normal(size=D)
+    indptr, indices = _csr(X)
+    pre = np.empty(X.nnz)
+    psi = np.empty(X.nnz)
+    _kernels.acp_psi(indptr, indices, hidden, coef_out, intercept_out, pre, psi)
+    dense_pre = hidden @ coef_out.T + intercept_out
+    rows = np.repeat(np.arange(B), np.diff(indptr))
+    assert_allclose(pre, dense_pre[rows, indices], rtol=1e-12)
+    assert_allclose(psi, np.logaddexp(0, dense_pre[rows, indices]), rtol=1e-12)
+    out = np.empty((B, theta.shape[1]))
+    _kernels.acp_logits(indptr, indices, psi, theta, logit_prior, out)
+    x = X.toarray()
+    psi_dense = np.zeros((B, D))
+    psi_dense[rows, indices] = psi
+    # [Yan] supplement Eq. 5, summed over all features
+    expected = (x * psi_dense) @ theta - (1 - x) @ theta + logit_prior
+    assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("inference", ["acp", "avi"])
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_estimator_gradients_finite_differences(inference, activation):
+    """Every parameter's gradient, end to end (encoder, heads, softplus/sigmoid)."""
+    X, *_ = _problem(seed=6, B=6, D=10, K=3, density=0.35)
+    est = NoisyORFactorizer(
+        n_components=3, inference=inference, hidden_layer_sizes=(5, 4),
+        activation=activation, n_mc_samples=3,
+    )
+    rng = np.random.RandomState(0)
+    est._initialize(X, rng)
+    for p in est._parameters():  # move away from the symmetric initialization
+        p += 0.3 * rng.normal(size=p.shape)
+    noise = np.random.default_rng(7).logistic(size=(X.shape[0], 3, 3))
+    tau = 0.35
+    grads, _, _ = est._batch_gradients(X, noise, tau)
+
+    def objective():
+        return est._batch_gradients(X, noise, tau)[1].sum()
+
+    eps = 1e-6
+    for param, grad in zip(est._parameters(), grads):
+        assert grad.shape == param.shape
+        numeric = np.empty_like(param)
+        for idx in np.ndindex(param.shape):
+            old = param[idx]
+            param[idx] = old + eps
+            up = objective()
+            param[idx] = old - eps
+            down = objective()
+            param[idx] = old
+            numeric[idx] = (up - down) / (2 * eps)
+        assert_allclose(grad, numeric, rtol=1e-5, atol=1e-6)
+
+
+def test_kl_term_uses_stable_log_sigmoid():
+    from skbinvi._math import kl_bernoulli_logits
+
+    for lq, lp in [(40.0, -40.0), (-40.0, 40.0), (0.3, -1.2), (700.0, 1.0)]:
+        expected = expit(lq) * (lq - lp) + log_expit(-lq) - log_expit(-lp)
+        assert_allclose(kl_bernoulli_logits(lq, lp), expected, rtol=1e-12)
+        assert kl_bernoulli_logits(lq, lp) >= 0.0
