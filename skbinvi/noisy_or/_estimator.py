@@ -85,6 +85,13 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         Number of latent causes K.
     inference : {"acp", "avi"}, default="acp"
         Amortized inference method (see above).
+    init : {"data", "random"}, default="data"
+        Initialization of the weights theta. Both start from small random
+        weights (column sums of order one) and a leak that explains each
+        feature's frequency alone. With "data", each cause also gets weight 1
+        on the active features of a distinct random training row, so that
+        causes start sparse and different; "random" has only the small
+        weights, whose growth Adam needs many epochs for.
     hidden_layer_sizes : array-like of int, default=(100,)
         Sizes of the encoder's hidden layers (at least one layer).
     activation : {"relu", "tanh"}, default="relu"
@@ -142,12 +149,12 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         Leak weights theta_i0 >= 0.
     prior_ : ndarray of shape (n_components,)
         Prior probabilities mu_k of the causes.
-    elbo_history_ : ndarray of shape (n_iter_,)
+    elbo_history_ : ndarray of shape (`n_iter_`,)
         Mean true ELBO per training row in nats for every epoch, estimated
         along the way with one exact discrete sample of q per row and step
         (an unbiased estimate of the objective that :meth:`score` reports,
         with the parameters moving during the epoch).
-    validation_scores_ : ndarray of shape (n_iter_,) or None
+    validation_scores_ : ndarray of shape (`n_iter_`,) or None
         Validation ELBO (nats per row) after every epoch when
         ``early_stopping=True``, else None.
     best_validation_score_ : float or None
@@ -164,7 +171,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         feature).
     n_features_in_ : int
         Number of features seen during :term:`fit`.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during :term:`fit`. Defined only when `X`
         has feature names that are all strings.
 
@@ -218,6 +225,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "inference": [StrOptions({"acp", "avi"})],
+        "init": [StrOptions({"data", "random"})],
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "activation": [StrOptions({"relu", "tanh"})],
         "n_mc_samples": [Interval(Integral, 1, None, closed="left")],
@@ -242,6 +250,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         n_components=50,
         *,
         inference="acp",
+        init="data",
         hidden_layer_sizes=(100,),
         activation="relu",
         n_mc_samples=10,
@@ -262,6 +271,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     ):
         self.n_components = n_components
         self.inference = inference
+        self.init = init
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
         self.n_mc_samples = n_mc_samples
@@ -312,8 +322,13 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         freq = np.clip(freq, 1.0 / (n_samples + 1), 0.5)
         self._leak_raw = _softplus_inverse(-np.log1p(-freq))
         # Causes: small random weights with column sums of order one, so that
-        # q is neither saturated on nor off for the first documents.
+        # q is neither saturated on nor off for the first rows; with
+        # init="data", cause k also starts with weight 1 on the active features
+        # of a random training row (a seed, as k-means seeds on data points).
         theta0 = rng.uniform(0.5, 1.5, size=(n_features, K)) / n_features
+        if self.init == "data":
+            seeds = rng.choice(n_samples, size=K, replace=n_samples < K)
+            theta0 += X[seeds].toarray().T
         self._theta_raw = _softplus_inverse(theta0)
         self._logit_prior = np.full(K, logit(min(0.5, 5.0 / K) if K > 1 else 0.5))
         fan_in = [n_features] + sizes[:-1]
