@@ -1,5 +1,6 @@
 """NoisyORFactorizer: the noisy-OR factor model with amortized variational inference."""
 
+import copy
 import time
 import warnings
 from numbers import Integral, Real
@@ -21,6 +22,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._optim import Adam
 from .._validation import check_binary
 from . import _encoder, _kernels
+
+
+# Weight of a seed row's features in init="data": large enough that Adam grows
+# the weights quickly (softplus is linear above ~1, flat near 0), small enough
+# that a seed row mixing several true causes does not lock them together.
+_SEED_WEIGHT = 0.3
 
 
 def _softplus(x):
@@ -88,10 +95,11 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     init : {"data", "random"}, default="data"
         Initialization of the weights theta. Both start from small random
         weights (column sums of order one) and a leak that explains each
-        feature's frequency alone. With "data", each cause also gets weight 1
-        on the active features of a distinct random training row, so that
-        causes start sparse and different; "random" has only the small
-        weights, whose growth Adam needs many epochs for.
+        feature's frequency alone. With "data", each cause also gets weight 0.3
+        on the active features of a random training row, so that causes start
+        sparse and different; "random" has only the small weights, whose
+        growth Adam needs many epochs for (on Reuters headlines, 100 epochs
+        of "random" stay near the leak-only model).
     hidden_layer_sizes : array-like of int, default=(100,)
         Sizes of the encoder's hidden layers (at least one layer).
     activation : {"relu", "tanh"}, default="relu"
@@ -108,10 +116,16 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         Exponential decay rate of the temperature per epoch.
     batch_size : int, default=128
         Rows per minibatch (clipped to the number of rows).
-    learning_rate : float, default=1e-3
+    learning_rate : float, default=1e-2
         Step size of Adam.
     max_iter : int, default=100
         Maximum number of epochs (passes over the training data).
+    n_init : int, default=1
+        Number of initializations. The run with the highest final training
+        ELBO (``elbo_``) is kept, as in :class:`~sklearn.mixture.GaussianMixture`.
+        Like every gradient-trained latent variable model, the noisy-OR model
+        has local optima (for example two causes merged into one); restarts
+        are the standard remedy.
     tol : float, default=1e-3
         Tolerance in nats per row. Training stops when the monitored ELBO
         (the epoch's training ELBO, or the validation ELBO when
@@ -149,6 +163,10 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         Leak weights theta_i0 >= 0.
     prior_ : ndarray of shape (n_components,)
         Prior probabilities mu_k of the causes.
+    elbo_ : float
+        True ELBO of the training data at the end of :meth:`fit`, nats per
+        row: equal to ``score(X_train)`` (for the kept run when
+        ``n_init > 1``; not updated by :meth:`partial_fit`).
     elbo_history_ : ndarray of shape (`n_iter_`,)
         Mean true ELBO per training row in nats for every epoch, estimated
         along the way with one exact discrete sample of q per row and step
@@ -235,6 +253,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
         "early_stopping": ["boolean"],
@@ -258,8 +277,9 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         min_temperature=0.2,
         temperature_decay=0.05,
         batch_size=128,
-        learning_rate=1e-3,
+        learning_rate=1e-2,
         max_iter=100,
+        n_init=1,
         tol=1e-3,
         n_iter_no_change=10,
         early_stopping=False,
@@ -281,6 +301,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self.batch_size = batch_size
         self.learning_rate = learning_rate
         self.max_iter = max_iter
+        self.n_init = n_init
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
         self.early_stopping = early_stopping
@@ -323,12 +344,12 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self._leak_raw = _softplus_inverse(-np.log1p(-freq))
         # Causes: small random weights with column sums of order one, so that
         # q is neither saturated on nor off for the first rows; with
-        # init="data", cause k also starts with weight 1 on the active features
+        # init="data", cause k also starts with weight 0.3 on the active features
         # of a random training row (a seed, as k-means seeds on data points).
         theta0 = rng.uniform(0.5, 1.5, size=(n_features, K)) / n_features
         if self.init == "data":
             seeds = rng.choice(n_samples, size=K, replace=n_samples < K)
-            theta0 += X[seeds].toarray().T
+            theta0 += _SEED_WEIGHT * X[seeds].toarray().T
         self._theta_raw = _softplus_inverse(theta0)
         self._logit_prior = np.full(K, logit(min(0.5, 5.0 / K) if K > 1 else 0.5))
         fan_in = [n_features] + sizes[:-1]
@@ -339,6 +360,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             self.encoder_intercepts_.append(intercept)
         if self.inference == "avi":
             coef, intercept = _encoder.init_layer(sizes[-1], K, rng)
+            # q starts near the prior, as the ACP logits do
+            intercept[:] = self._logit_prior
         else:
             coef, intercept = _encoder.init_layer(sizes[-1], n_features, rng)
             coef = np.ascontiguousarray(coef.T)
@@ -536,9 +559,35 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                 )
             perm = rng.permutation(X.shape[0])
             X_val, X = X[perm[:n_val]], X[perm[n_val:]]
-        self._initialize(X, rng)
-        self._train(X, X_val, rng, self.max_iter, warn=True)
+        best_elbo, best_state, best_converged = -np.inf, None, False
+        for _ in range(self.n_init):
+            self._initialize(X, rng)
+            converged = self._train(X, X_val, rng, self.max_iter)
+            self.elbo_ = float(self._elbo_rows(X).mean())
+            if best_state is None or self.elbo_ > best_elbo:
+                best_elbo, best_converged = self.elbo_, converged
+                best_state = self._fitted_state() if self.n_init > 1 else None
+        if best_state is not None:
+            vars(self).update(best_state)
+        if not best_converged:
+            warnings.warn(
+                f"NoisyORFactorizer: maximum number of epochs ({self.max_iter}) "
+                "reached and the ELBO is still improving. Consider increasing "
+                "max_iter.",
+                ConvergenceWarning,
+            )
         return self
+
+    def _fitted_state(self):
+        """Copy of everything fit sets (for keeping the best of n_init runs).
+
+        One ``deepcopy`` call for the whole state, so that the optimizer's
+        references to the parameter arrays still point at the copied arrays.
+        """
+        params = self.get_params(deep=False)
+        return copy.deepcopy(
+            {key: value for key, value in vars(self).items() if key not in params}
+        )
 
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y=None):
@@ -569,10 +618,11 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         X = self._check_X(X, reset=first_time)
         if first_time:
             self._initialize(X, check_random_state(self.random_state))
-        self._train(X, None, self.random_state_, 1, warn=False)
+        self._train(X, None, self.random_state_, 1)
         return self
 
-    def _train(self, X, X_val, rng, n_epochs, *, warn):
+    def _train(self, X, X_val, rng, n_epochs):
+        """Run up to n_epochs epochs; return True if the stopping rule was met."""
         history = list(self.elbo_history_)
         val_scores = [] if X_val is not None else None
         best, best_params, no_change = -np.inf, None, 0
@@ -618,13 +668,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self.elbo_history_ = np.asarray(history)
         self.n_iter_ = len(history)
         self._set_public_parameters()
-        if warn and not converged:
-            warnings.warn(
-                f"NoisyORFactorizer: maximum number of epochs ({self.max_iter}) "
-                "reached and the ELBO is still improving. Consider increasing "
-                "max_iter.",
-                ConvergenceWarning,
-            )
+        return converged
 
     # -------------------------------------------------------------- inference
     def transform(self, X):

@@ -1,0 +1,337 @@
+#!/usr/bin/env python
+r"""Build the compact data sets bundled in ``skbinvi/datasets/data``.
+
+Usage (from anywhere)::
+
+    python tools/build_datasets.py reuters [--source PATH] [--output-dir PATH]
+
+The default source is ``../shared/data/reuters21578`` relative to the repository
+root (resolved from the location of this script); the default output directory is
+``skbinvi/datasets/data`` inside the repository.  The source files are only read
+here, never by the package at run time.
+
+Reuters-21578 (``reuters`` sub-command)
+---------------------------------------
+Reproduces the preprocessing of Yan, Ailem & Sha (AISTATS 2020, supplement
+section 5.1) for the top 3 ModApte categories acq, earn and money-fx.
+
+Document selection
+    * Parse the 22 files ``reut2-000.sgm.gz`` ... ``reut2-021.sgm.gz`` (latin-1;
+      SGML entities such as ``&lt;``, ``&amp;``, ``&#3;`` are decoded with
+      :func:`html.unescape`).
+    * ModApte split: ``TOPICS="YES"`` and ``LEWISSPLIT`` in ``TRAIN`` / ``TEST``
+      (``NOT-USED`` documents are dropped), keeping documents with at least one
+      of the 90 TOPICS categories that occur in both the train and the test part
+      (10,789 documents; checked).
+    * Keep the documents carrying at least one of acq, earn, money-fx:
+      7,030 documents, 5,048 train / 1,982 test (checked).  Documents keep every
+      one of these three labels they carry; other categories are ignored.
+    * Documents are stored in source order (increasing NEWID).
+
+Text variants
+    * ``headline``: the ``<TITLE>`` element only.  Documents without a title
+      (30 of them) stay in the data set as all-zero rows.
+    * ``body``: ``<TITLE>`` + ``<BODY>`` (the literal 3-character paragraph
+      marker ``&\t`` of the source files is replaced by a space); for
+      ``TYPE="UNPROC"`` documents, which have no ``<BODY>`` element, the whole
+      ``<TEXT>`` content is used.  The
+      trailing "Reuter" sign-off that ends almost every story is removed
+      (otherwise "reuter" would be a nearly constant feature).  The
+      ``<DATELINE>`` is not used.
+
+Tokenization and vocabulary (identical for both variants)
+    1. stock ticker symbols, i.e. angle-bracket spans without white space such
+       as ``<AXP>``, ``<KNPN.AS>``, are removed (they are identifiers, not
+       words); bracketed company names with spaces (``<DALE BURDETT INC>``)
+       are kept as text;
+    2. lowercase; tokens are maximal runs of letters ``[a-z]+`` that are not
+       glued to a digit (regex ``(?<![a-z0-9])[a-z]+(?![a-z0-9])``): numbers,
+       mixed tokens such as "4th", "1st", "q1", and punctuation are dropped;
+       tokens of fewer than 2 letters are dropped ("U.S." gives "u", "s",
+       which are dropped);
+    3. each token is lemmatized with ``simplemma.lemmatize(token, lang="en")``
+       and the lemma is lowercased again;
+    4. a token is dropped if the token or its lemma is in scikit-learn's
+       ``ENGLISH_STOP_WORDS``, or if the lemma is not purely ``[a-z]`` letters
+       of length >= 2;
+    5. words (lemmas) with fewer than 5 occurrences are removed, where
+       occurrences = total token count over all 7,030 documents (train + test,
+       as in the paper) of the chosen text variant;
+    6. the vocabulary is sorted alphabetically and documents are represented by
+       binary presence/absence vectors.
+
+Output (``np.savez_compressed``; ``reuters_headline.npz`` and ``reuters_body.npz``)
+    ``indptr``, ``indices`` (int32)
+        CSR structure of the binary (n_docs, n_words) matrix, all 7,030
+        documents; the data array is implicitly all ones.  Column indices are
+        sorted within each row.
+    ``shape`` (int64, 2)
+    ``is_train`` (bool, n_docs)
+    ``labels`` (uint8, (n_docs, 3)), columns ``categories``
+    ``categories``, ``vocabulary``, ``newid`` (int32)
+    ``n_empty`` (number of all-zero rows), ``min_count``
+    ``source_files``, ``source_sha256``, ``script``, ``lemmatizer``,
+    ``stop_words``, ``text``
+        provenance strings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import html
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_REUTERS_SOURCE = REPO_ROOT.parent / "shared" / "data" / "reuters21578"
+DEFAULT_OUTPUT_DIR = REPO_ROOT / "skbinvi" / "datasets" / "data"
+SCRIPT_NAME = "tools/build_datasets.py"
+
+REUTERS_FILES = tuple(f"reut2-{i:03d}.sgm.gz" for i in range(22))
+REUTERS_CATEGORIES = ("acq", "earn", "money-fx")
+REUTERS_TEXTS = ("headline", "body")
+MIN_COUNT = 5
+
+# Expected counts (checked facts, see /work/shared/data/README.md and [Yan]).
+_EXPECTED_MODAPTE = 10789
+_EXPECTED_TRAIN = 5048
+_EXPECTED_TEST = 1982
+
+_DOC_RE = re.compile(r"<REUTERS(?P<attrs>[^>]*)>(?P<content>.*?)</REUTERS>", re.S)
+_ATTR_RE = re.compile(r'([A-Z]+)="([^"]*)"')
+_TOPICS_RE = re.compile(r"<TOPICS>(.*?)</TOPICS>", re.S)
+_D_RE = re.compile(r"<D>(.*?)</D>", re.S)
+_TEXT_RE = re.compile(r"<TEXT(?P<attrs>[^>]*)>(?P<content>.*?)</TEXT>", re.S)
+_TITLE_RE = re.compile(r"<TITLE>(.*?)</TITLE>", re.S)
+_BODY_RE = re.compile(r"<BODY>(.*?)</BODY>", re.S)
+_TAG_RE = re.compile(r"<[^>]+>")
+_SIGNOFF_RE = re.compile(r"\breuter\W*$", re.I)
+_TICKER_RE = re.compile(r"<[^<>\s]*>")
+_TOKEN_RE = re.compile(r"(?<![a-z0-9])[a-z]+(?![a-z0-9])")
+_LEMMA_OK_RE = re.compile(r"[a-z]{2,}")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _clean(text: str) -> str:
+    """Decode SGML entities and replace control characters by spaces."""
+    # The source files mark paragraph starts with the literal 3 characters
+    # "&\t" (ampersand, backslash, t); without this "\tHe" would become "the".
+    text = html.unescape(text.replace("&\\t", " "))
+    return "".join(c if c.isprintable() or c in "\n\t" else " " for c in text)
+
+
+def parse_reuters_sgml(source: Path) -> list[dict]:
+    """Parse all Reuters-21578 SGML files into a list of document dicts."""
+    docs = []
+    for name in REUTERS_FILES:
+        with gzip.open(source / name, "rt", encoding="latin-1") as f:
+            raw = f.read()
+        for m in _DOC_RE.finditer(raw):
+            attrs = dict(_ATTR_RE.findall(m.group("attrs")))
+            content = m.group("content")
+            tm = _TOPICS_RE.search(content)
+            topics = _D_RE.findall(tm.group(1)) if tm else []
+            title, body = "", ""
+            xm = _TEXT_RE.search(content)
+            if xm is not None:
+                text = xm.group("content")
+                ti = _TITLE_RE.search(text)
+                if ti is not None:
+                    title = _clean(ti.group(1))
+                bo = _BODY_RE.search(text)
+                if bo is not None:
+                    body = bo.group(1)
+                elif 'TYPE="UNPROC"' in xm.group("attrs"):
+                    body = _TAG_RE.sub(" ", text)
+                body = _SIGNOFF_RE.sub("", _clean(body).strip())
+            docs.append(
+                {
+                    "newid": int(attrs["NEWID"]),
+                    "topics_attr": attrs["TOPICS"],
+                    "lewissplit": attrs["LEWISSPLIT"],
+                    "topics": topics,
+                    "title": title,
+                    "body": body,
+                }
+            )
+    return docs
+
+
+def select_modapte(docs: list[dict]) -> list[dict]:
+    """ModApte documents with at least one of the 90 train-and-test categories."""
+    split = [
+        d
+        for d in docs
+        if d["topics_attr"] == "YES" and d["lewissplit"] in ("TRAIN", "TEST")
+    ]
+    train_cats = {t for d in split if d["lewissplit"] == "TRAIN" for t in d["topics"]}
+    test_cats = {t for d in split if d["lewissplit"] == "TEST" for t in d["topics"]}
+    cats = train_cats & test_cats
+    if len(cats) != 90:
+        raise RuntimeError(f"expected 90 ModApte categories, found {len(cats)}")
+    return [d for d in split if cats.intersection(d["topics"])]
+
+
+class _Analyzer:
+    """Tokenize, lemmatize (cached) and remove stop words."""
+
+    def __init__(self):
+        import simplemma
+        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+        self._lemmatize = simplemma.lemmatize
+        self._stop = ENGLISH_STOP_WORDS
+        self._cache: dict[str, str | None] = {}
+
+    def _lemma(self, token: str) -> str | None:
+        try:
+            return self._cache[token]
+        except KeyError:
+            pass
+        lemma = None
+        if token not in self._stop:
+            lem = self._lemmatize(token, lang="en").lower()
+            if lem not in self._stop and _LEMMA_OK_RE.fullmatch(lem):
+                lemma = lem
+        self._cache[token] = lemma
+        return lemma
+
+    def __call__(self, text: str) -> list[str]:
+        out = []
+        text = _TICKER_RE.sub(" ", text).lower()
+        for token in _TOKEN_RE.findall(text):
+            if len(token) < 2:
+                continue
+            lemma = self._lemma(token)
+            if lemma is not None:
+                out.append(lemma)
+        return out
+
+
+def _lemmatizer_version() -> str:
+    from importlib.metadata import version
+
+    return f"simplemma {version('simplemma')}"
+
+
+def build_reuters(source: Path | str = DEFAULT_REUTERS_SOURCE) -> dict[str, dict]:
+    """Build the Reuters arrays for both text variants.
+
+    Returns
+    -------
+    dict
+        ``{"headline": arrays, "body": arrays}``, each ``arrays`` being the dict
+        of numpy arrays written to ``reuters_<text>.npz``.
+    """
+    source = Path(source)
+    missing = [n for n in REUTERS_FILES if not (source / n).is_file()]
+    if missing:
+        raise FileNotFoundError(f"missing Reuters files in {source}: {missing}")
+
+    modapte = select_modapte(parse_reuters_sgml(source))
+    if len(modapte) != _EXPECTED_MODAPTE:
+        raise RuntimeError(
+            f"expected {_EXPECTED_MODAPTE} ModApte docs, got {len(modapte)}"
+        )
+    docs = [d for d in modapte if set(REUTERS_CATEGORIES).intersection(d["topics"])]
+    docs.sort(key=lambda d: d["newid"])
+    is_train = np.array([d["lewissplit"] == "TRAIN" for d in docs])
+    if (is_train.sum(), (~is_train).sum()) != (_EXPECTED_TRAIN, _EXPECTED_TEST):
+        raise RuntimeError(
+            f"expected {_EXPECTED_TRAIN}/{_EXPECTED_TEST} train/test docs, "
+            f"got {is_train.sum()}/{(~is_train).sum()}"
+        )
+    labels = np.array(
+        [[c in d["topics"] for c in REUTERS_CATEGORIES] for d in docs], dtype=np.uint8
+    )
+    newid = np.array([d["newid"] for d in docs], dtype=np.int32)
+
+    provenance = {
+        "source_files": np.array(REUTERS_FILES),
+        "source_sha256": np.array([_sha256(source / n) for n in REUTERS_FILES]),
+        "script": np.array(SCRIPT_NAME),
+        "lemmatizer": np.array(_lemmatizer_version()),
+        "stop_words": np.array("sklearn.feature_extraction.text.ENGLISH_STOP_WORDS"),
+    }
+
+    analyzer = _Analyzer()
+    out = {}
+    for text in REUTERS_TEXTS:
+        if text == "headline":
+            strings = [d["title"] for d in docs]
+        else:
+            strings = [f"{d['title']}\n{d['body']}" for d in docs]
+        tokens = [analyzer(s) for s in strings]
+        counts = Counter(t for toks in tokens for t in toks)
+        vocabulary = sorted(w for w, c in counts.items() if c >= MIN_COUNT)
+        index = {w: i for i, w in enumerate(vocabulary)}
+        indptr = [0]
+        indices: list[int] = []
+        for toks in tokens:
+            cols = sorted({index[t] for t in toks if t in index})
+            indices.extend(cols)
+            indptr.append(len(indices))
+        indptr_a = np.array(indptr, dtype=np.int32)
+        n_empty = int(np.sum(np.diff(indptr_a) == 0))
+        out[text] = {
+            "indptr": indptr_a,
+            "indices": np.array(indices, dtype=np.int32),
+            "shape": np.array([len(docs), len(vocabulary)], dtype=np.int64),
+            "is_train": is_train,
+            "labels": labels,
+            "categories": np.array(REUTERS_CATEGORIES),
+            "vocabulary": np.array(vocabulary, dtype=np.str_),
+            "newid": newid,
+            "n_empty": np.array(n_empty, dtype=np.int64),
+            "min_count": np.array(MIN_COUNT, dtype=np.int64),
+            "text": np.array(text),
+            **provenance,
+        }
+    return out
+
+
+def write_reuters(source, output_dir=DEFAULT_OUTPUT_DIR) -> list[Path]:
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for text, arrays in build_reuters(source).items():
+        path = output_dir / f"reuters_{text}.npz"
+        np.savez_compressed(path, **arrays)
+        paths.append(path)
+        n_docs, n_words = arrays["shape"]
+        print(
+            f"{path}: {n_docs} docs ({arrays['is_train'].sum()} train / "
+            f"{(~arrays['is_train']).sum()} test), {n_words} words, "
+            f"nnz={arrays['indices'].size}, empty rows={int(arrays['n_empty'])}, "
+            f"{path.stat().st_size} bytes"
+        )
+    return paths
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="dataset", required=True)
+    p = sub.add_parser("reuters", help="Reuters-21578 (ModApte, acq/earn/money-fx)")
+    p.add_argument("--source", type=Path, default=DEFAULT_REUTERS_SOURCE)
+    p.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR)
+    args = parser.parse_args(argv)
+    if args.dataset == "reuters":
+        write_reuters(args.source, args.output_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
