@@ -1,6 +1,24 @@
 """First-order optimizers for the gradient-based inference methods."""
 
+import math
+
 import numpy as np
+
+from ._numba import njit
+
+
+@njit
+def _adam_update(param, grad, m, v, step_size, beta1, beta2, epsilon):
+    """One fused Adam ascent step on flat views, in place (one pass, no temporaries).
+
+    Equivalent to ``m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g**2;
+    param += step_size * m / (sqrt(v) + epsilon)``.
+    """
+    for j in range(param.shape[0]):
+        g = grad[j]
+        m[j] = beta1 * m[j] + (1.0 - beta1) * g
+        v[j] = beta2 * v[j] + (1.0 - beta2) * g * g
+        param[j] += step_size * m[j] / (math.sqrt(v[j]) + epsilon)
 
 
 class Adam:
@@ -35,14 +53,14 @@ class Adam:
         self.v = [np.zeros_like(p) for p in params]
 
     def step(self, grads):
-        """Take one ascent step along ``grads`` (same order as ``params``)."""
+        """Take one ascent step along ``grads`` (same order as ``params``).
+
+        Every parameter must be a C-contiguous array (updated in place).
+        """
         self.t += 1
         b1, b2 = self.beta1, self.beta2
         lr = (self.learning_rate * np.sqrt(1.0 - b2**self.t)
               / (1.0 - b1**self.t))
         for p, g, m, v in zip(self.params, grads, self.m, self.v):
-            m *= b1
-            m += (1.0 - b1) * g
-            v *= b2
-            v += (1.0 - b2) * (g * g)
-            p += lr * m / (np.sqrt(v) + self.epsilon)
+            _adam_update(p.reshape(-1), np.ascontiguousarray(g).reshape(-1),
+                         m.reshape(-1), v.reshape(-1), lr, b1, b2, self.epsilon)

@@ -21,8 +21,12 @@ def _problem(seed=0, B=5, D=9, K=3, M=4, density=0.4):
     leak = rng.uniform(0.01, 0.5, size=D)
     logit_q = rng.normal(size=(B, K))
     logit_prior = rng.normal(size=K)
-    noise = rng.logistic(size=(B, M, K))
-    return X, theta, leak, logit_q, logit_prior, noise
+    uniforms = rng.random((B, M, K))
+    return X, theta, leak, logit_q, logit_prior, uniforms
+
+
+def _logistic(uniforms):
+    return np.log(uniforms) - np.log1p(-uniforms)
 
 
 def _csr(X):
@@ -34,8 +38,9 @@ def _kl(logit_q, logit_prior):
     return q * np.log(q / mu) + (1 - q) * np.log((1 - q) / (1 - mu))
 
 
-def _reference_relaxed_elbo(X, theta, leak, logit_q, logit_prior, noise, tau):
+def _reference_relaxed_elbo(X, theta, leak, logit_q, logit_prior, uniforms, tau):
     """Dense O(B D K M) formula of [Yan] Algorithm 1 (sum over all features)."""
+    noise = _logistic(uniforms)
     x = X.toarray()
     q = expit(logit_q)
     z = expit((logit_q[:, None, :] + noise) / tau)  # (B, M, K)
@@ -45,30 +50,30 @@ def _reference_relaxed_elbo(X, theta, leak, logit_q, logit_prior, noise, tau):
     return positive + negative - _kl(logit_q, logit_prior).sum(axis=1)
 
 
-def _run_relaxed(X, theta, leak, logit_q, logit_prior, noise, tau):
+def _run_relaxed(X, theta, leak, logit_q, logit_prior, uniforms, tau):
     B, K = logit_q.shape
     out = dict(
         g_theta=np.empty_like(theta), g_leak=np.empty_like(leak),
         g_logit_q=np.empty((B, K)), g_logit_prior=np.empty(K),
         elbo_relaxed=np.empty(B), elbo_discrete=np.empty(B),
     )
-    _kernels.relaxed_elbo_grad(*_csr(X), theta, leak, logit_q, logit_prior, noise,
+    _kernels.relaxed_elbo_grad(*_csr(X), theta, leak, logit_q, logit_prior, uniforms,
                                tau, *out.values())
     return out
 
 
 def test_relaxed_elbo_matches_dense_reference():
-    X, theta, leak, logit_q, logit_prior, noise = _problem()
-    out = _run_relaxed(X, theta, leak, logit_q, logit_prior, noise, 0.3)
-    expected = _reference_relaxed_elbo(X, theta, leak, logit_q, logit_prior, noise, 0.3)
+    X, theta, leak, logit_q, logit_prior, uniforms = _problem()
+    out = _run_relaxed(X, theta, leak, logit_q, logit_prior, uniforms, 0.3)
+    expected = _reference_relaxed_elbo(X, theta, leak, logit_q, logit_prior, uniforms, 0.3)
     assert_allclose(out["elbo_relaxed"], expected, rtol=1e-12, atol=1e-12)
 
 
 def test_relaxed_elbo_discrete_sample_matches_reference():
-    X, theta, leak, logit_q, logit_prior, noise = _problem(seed=1)
-    out = _run_relaxed(X, theta, leak, logit_q, logit_prior, noise, 0.3)
+    X, theta, leak, logit_q, logit_prior, uniforms = _problem(seed=1)
+    out = _run_relaxed(X, theta, leak, logit_q, logit_prior, uniforms, 0.3)
     x = X.toarray()
-    z = (logit_q + noise[:, 0, :] > 0).astype(float)
+    z = (logit_q + _logistic(uniforms[:, 0, :]) > 0).astype(float)
     u = leak + z @ theta.T
     expected = (
         (x * np.log(-np.expm1(-u))).sum(1)
@@ -80,10 +85,10 @@ def test_relaxed_elbo_discrete_sample_matches_reference():
 
 @pytest.mark.parametrize("name", ["theta", "leak", "logit_q", "logit_prior"])
 def test_relaxed_elbo_gradients_finite_differences(name):
-    X, theta, leak, logit_q, logit_prior, noise = _problem(seed=2)
+    X, theta, leak, logit_q, logit_prior, uniforms = _problem(seed=2)
     args = dict(theta=theta, leak=leak, logit_q=logit_q, logit_prior=logit_prior)
     tau = 0.4
-    grad = _run_relaxed(X, theta, leak, logit_q, logit_prior, noise, tau)["g_" + name]
+    grad = _run_relaxed(X, theta, leak, logit_q, logit_prior, uniforms, tau)["g_" + name]
     param = args[name]
     numeric = np.empty_like(param)
     eps = 1e-6
@@ -92,7 +97,7 @@ def test_relaxed_elbo_gradients_finite_differences(name):
         for sign in (1, -1):
             perturbed = {k: v.copy() for k, v in args.items()}
             perturbed[name][idx] += sign * eps
-            values.append(_reference_relaxed_elbo(X, noise=noise, tau=tau,
+            values.append(_reference_relaxed_elbo(X, uniforms=uniforms, tau=tau,
                                                   **perturbed).sum())
         numeric[idx] = (values[0] - values[1]) / (2 * eps)
     assert_allclose(grad, numeric, rtol=1e-6, atol=1e-7)
@@ -194,12 +199,12 @@ def test_estimator_gradients_finite_differences(inference, activation):
     est._initialize(X, rng)
     for p in est._parameters():  # move away from the symmetric initialization
         p += 0.3 * rng.normal(size=p.shape)
-    noise = np.random.default_rng(7).logistic(size=(X.shape[0], 3, 3))
+    uniforms = np.random.default_rng(7).random((X.shape[0], 3, 3))
     tau = 0.35
-    grads, _, _ = est._batch_gradients(X, noise, tau)
+    grads, _, _ = est._batch_gradients(X, uniforms, tau)
 
     def objective():
-        return est._batch_gradients(X, noise, tau)[1].sum()
+        return est._batch_gradients(X, uniforms, tau)[1].sum()
 
     eps = 1e-6
     for param, grad in zip(est._parameters(), grads):
@@ -214,6 +219,33 @@ def test_estimator_gradients_finite_differences(inference, activation):
             param[idx] = old
             numeric[idx] = (up - down) / (2 * eps)
         assert_allclose(grad, numeric, rtol=1e-5, atol=1e-6)
+
+
+def test_softplus_and_slope_matches_scipy():
+    raw = np.concatenate([-np.logspace(-6, 3, 50), np.logspace(-6, 3, 50)])
+    value, slope = np.empty_like(raw), np.empty_like(raw)
+    _kernels.softplus_and_slope(raw, value, slope)
+    assert_allclose(value, np.logaddexp(0, raw), rtol=1e-12)
+    assert_allclose(slope, expit(raw), rtol=1e-12)
+
+
+def test_fused_adam_matches_numpy_reference():
+    from skbinvi._optim import Adam
+
+    rng = np.random.default_rng(0)
+    param = rng.normal(size=(4, 3))
+    ref = param.copy()
+    opt = Adam([param], learning_rate=0.1)
+    m = np.zeros_like(ref)
+    v = np.zeros_like(ref)
+    for t in range(1, 4):
+        g = rng.normal(size=(4, 3))
+        opt.step([g])
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        lr = 0.1 * np.sqrt(1 - 0.999**t) / (1 - 0.9**t)
+        ref += lr * m / (np.sqrt(v) + 1e-8)
+    assert_allclose(param, ref, rtol=1e-12)
 
 
 def test_kl_term_uses_stable_log_sigmoid():

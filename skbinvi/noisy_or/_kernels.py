@@ -16,6 +16,8 @@ column sums ``colsum_k = sum_i theta_ik`` and ``leak_sum = sum_i theta_i0``,
 All kernels write into preallocated ``out`` arrays and never into their inputs.
 """
 
+import math
+
 import numpy as np
 
 from .._math import dlog1mexp, kl_bernoulli_logits, log1mexp, sigmoid, softplus
@@ -46,21 +48,36 @@ def _negative_and_kl(indptr, indices, theta, leak, leak_sum, colsum, logit_q,
 
 
 @njit
-def relaxed_elbo_grad(indptr, indices, theta, leak, logit_q, logit_prior, noise,
+def softplus_and_slope(raw, value, slope):
+    """``value = softplus(raw)`` and ``slope = sigmoid(raw)`` (its derivative), one pass.
+
+    Equivalent to ``np.logaddexp(0, raw)`` and ``scipy.special.expit(raw)``.
+    All arrays are flat (ravel of C-contiguous arrays), ``value`` and
+    ``slope`` are outputs.
+    """
+    for j in range(raw.shape[0]):
+        x = raw[j]
+        e = math.exp(-abs(x))  # one exp serves both functions
+        value[j] = max(x, 0.0) + math.log1p(e)
+        slope[j] = 1.0 / (1.0 + e) if x >= 0.0 else e / (1.0 + e)
+
+
+@njit
+def relaxed_elbo_grad(indptr, indices, theta, leak, logit_q, logit_prior, uniforms,
                       temperature, g_theta, g_leak, g_logit_q, g_logit_prior,
                       elbo_relaxed, elbo_discrete):
     """Relaxed Monte Carlo ELBO of a batch and its gradients (binary Concrete).
 
-    For each row n and each of the M noise draws ``noise[n, m]`` (standard
-    logistic, i.e. ``log U - log(1 - U)``), the relaxed sample is
-    ``z~_k = sigmoid((logit_q[n, k] + noise[n, m, k]) / temperature)`` and
+    For each row n and each of the M uniform draws ``uniforms[n, m]``, the
+    logistic noise is ``L = log U - log(1 - U)`` and the relaxed sample is
+    ``z~_k = sigmoid((logit_q[n, k] + L[n, m, k]) / temperature)`` and
 
         elbo_relaxed[n] = 1/M sum_m sum_{i in A_n} log(1 - exp(-u_mi))
                           - sum_{i not in A_n} (theta_i0 + sum_k theta_ik q_nk)
                           - sum_k KL(Bern(q_nk) || Bern(mu_k)),
 
     with ``u_mi = theta_i0 + sum_k theta_ik z~_mk`` ([Yan] Algorithm 1). The
-    threshold ``1{logit_q + noise[n, 0] > 0}`` of the first draw is an exact
+    threshold ``1{logit_q + L[n, 0] > 0}`` of the first draw is an exact
     sample of q, which gives ``elbo_discrete[n]``, an unbiased one-sample
     estimate of the true ELBO at no extra sampling cost.
 
@@ -72,7 +89,7 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, logit_q, logit_prior, noise,
     leak : float64 array of shape (D,)
     logit_q : float64 array of shape (B, K)
     logit_prior : float64 array of shape (K,)
-    noise : float64 array of shape (B, M, K)
+    uniforms : float64 array of shape (B, M, K), values in (0, 1)
     temperature : float
     g_theta, g_leak, g_logit_q, g_logit_prior : float64 arrays (out)
         Gradients of ``sum_n elbo_relaxed[n]`` with respect to ``theta``,
@@ -82,7 +99,7 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, logit_q, logit_prior, noise,
     """
     D, K = theta.shape
     B = logit_q.shape[0]
-    M = noise.shape[1]
+    M = uniforms.shape[1]
     inv_m = 1.0 / M
     inv_tau = 1.0 / temperature
     colsum = theta.sum(axis=0)
@@ -95,7 +112,12 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, logit_q, logit_prior, noise,
     q_row = np.empty(K)
     z = np.empty(K)
     grad_z = np.empty(K)
+    noise = np.empty((M, K))
     for n in range(B):
+        for m in range(M):
+            for k in range(K):
+                u = uniforms[n, m, k]
+                noise[m, k] = math.log(u / (1.0 - u))
         exact = _negative_and_kl(indptr, indices, theta, leak, leak_sum, colsum,
                                  logit_q, logit_prior, n, active_sum)
         # d(exact)/d logit_q and d(exact)/d logit_prior
@@ -111,7 +133,7 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, logit_q, logit_prior, noise,
         positive = 0.0
         for m in range(M):
             for k in range(K):
-                z[k] = sigmoid((logit_q[n, k] + noise[n, m, k]) * inv_tau)
+                z[k] = sigmoid((logit_q[n, k] + noise[m, k]) * inv_tau)
                 grad_z[k] = 0.0
             for j in range(indptr[n], indptr[n + 1]):
                 i = indices[j]
@@ -133,7 +155,7 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, logit_q, logit_prior, noise,
             i = indices[j]
             u = leak[i]
             for k in range(K):
-                if logit_q[n, k] + noise[n, 0, k] > 0.0:
+                if logit_q[n, k] + noise[0, k] > 0.0:
                     u += theta[i, k]
             positive += log1mexp(u)
         elbo_discrete[n] = exact + positive
