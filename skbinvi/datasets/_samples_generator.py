@@ -46,8 +46,8 @@ def make_noisy_or(
 
     Sampling uses the OR decomposition of the model (feature i is on when the
     leak or any active cause fires on it, each independently), so it costs
-    O(nnz) and never forms an ``(n_samples, n_features)`` dense array when
-    ``sparse=True``.
+    O(nnz + n_components * n_features) and never forms an
+    ``(n_samples, n_features)`` dense array when ``sparse=True``.
 
     Parameters
     ----------
@@ -112,13 +112,9 @@ def make_noisy_or(
     z = (rng.random_sample((n_samples, n_components)) < mu).astype(np.int8)
 
     rows, cols = [], []
-    # The leak fires on each (n, i) with probability `leak`: draw the count of
-    # firing entries, then their positions (O(nnz) rather than O(N D)).
-    n_leak = rng.binomial(n_samples * n_features, leak)
-    if n_leak:
-        flat = rng.choice(n_samples * n_features, size=n_leak, replace=False)
-        rows.append(flat // n_features)
-        cols.append(flat % n_features)
+    flat = _bernoulli_process(n_samples * n_features, leak, rng)
+    rows.append(flat // n_features)
+    cols.append(flat % n_features)
     for k in range(n_components):
         on_rows = np.flatnonzero(z[:, k])
         on_cols = np.flatnonzero(theta[k])
@@ -139,3 +135,27 @@ def make_noisy_or(
         X = X.toarray()
     truth = Bunch(components=theta, leak=theta_0, prior=mu, latent=z)
     return X, truth
+
+
+def _bernoulli_process(n_trials, p, rng):
+    """Indices of the successes among n_trials Bernoulli(p) trials, in O(successes).
+
+    The gaps between successive successes are independent Geometric(p)
+    variables, so drawing gaps and taking their cumulative sum gives exactly
+    the successes of the trials ``0 .. n_trials - 1`` without touching the
+    failures. Equivalent in distribution to
+    ``np.flatnonzero(rng.random_sample(n_trials) < p)``.
+    """
+    if p <= 0.0 or n_trials == 0:
+        return np.zeros(0, dtype=np.int64)
+    positions = []
+    last = -1
+    while True:
+        expected = (n_trials - last) * p
+        size = int(expected + 6.0 * np.sqrt(expected) + 16)
+        steps = np.cumsum(rng.geometric(p, size=size)) + last
+        inside = steps[steps < n_trials]
+        positions.append(inside)
+        if inside.size < size:
+            return np.concatenate(positions).astype(np.int64)
+        last = int(steps[-1])

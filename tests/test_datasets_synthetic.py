@@ -1,0 +1,60 @@
+"""make_noisy_or: exact sampling from the noisy-OR model, O(nnz)."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from numpy.testing import assert_array_equal
+
+from skbinvi.datasets import make_noisy_or
+from skbinvi.datasets._samples_generator import _bernoulli_process
+
+
+def test_marginals_match_the_model():
+    """Empirical p(x_i = 0) against the model's exp(-theta_0 - theta z) average."""
+    X, truth = make_noisy_or(20000, 50, 5, leak=0.05, random_state=0)
+    u = truth.leak + truth.latent @ truth.components
+    expected = np.exp(-u).mean(axis=0)
+    # binomial standard error of a frequency over 20000 rows is <= 0.0036
+    assert np.abs((1 - X).mean(axis=0) - expected).max() < 0.015
+    assert np.abs(truth.latent.mean(axis=0) - truth.prior).max() < 0.015
+
+
+def test_shapes_sparse_and_reproducible():
+    X, truth = make_noisy_or(300, 40, 4, density=0.2, sparse=True, random_state=1)
+    assert sp.issparse(X) and X.shape == (300, 40)
+    assert set(np.unique(X.data)) == {1.0}
+    assert truth.components.shape == (4, 40)
+    assert np.all((truth.components > 0).sum(axis=1) == 8)
+    X2, _ = make_noisy_or(300, 40, 4, density=0.2, sparse=True, random_state=1)
+    assert_array_equal(X.toarray(), X2.toarray())
+    dense, _ = make_noisy_or(300, 40, 4, density=0.2, random_state=1)
+    assert_array_equal(dense, X.toarray())
+
+
+def test_bernoulli_process_is_exact():
+    rng = np.random.RandomState(0)
+    n, p = 1000, 0.03
+    counts = np.zeros(n)
+    n_rep = 2000
+    for _ in range(n_rep):
+        idx = _bernoulli_process(n, p, rng)
+        assert np.all(np.diff(idx) > 0) and (idx.size == 0 or idx[-1] < n)
+        counts[idx] += 1
+    # every trial succeeds with probability p (standard error 0.0038)
+    assert abs(counts.mean() / n_rep - p) < 0.002
+    assert np.abs(counts / n_rep - p).max() < 0.03
+    assert _bernoulli_process(10, 0.0, rng).size == 0
+
+
+def test_wide_data_is_cheap():
+    """5000 x 1e6 with a leak is generated without an N x D population."""
+    X, _ = make_noisy_or(5000, 1_000_000, 10, density=1e-5, leak=2e-5,
+                         sparse=True, random_state=0)
+    assert 0.5 * 5000 * 1e6 * 2e-5 < X.nnz < 2.0 * (5000 * 1e6 * 2e-5 + 5000 * 10)
+
+
+def test_bad_parameters():
+    with pytest.raises(ValueError, match="density"):
+        make_noisy_or(10, 5, 2, density=0.0)
+    with pytest.raises(ValueError, match="leak"):
+        make_noisy_or(10, 5, 2, leak=1.0)
