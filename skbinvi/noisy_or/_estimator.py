@@ -130,16 +130,23 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     tol : float, default=1e-3
         Tolerance in nats per row. Training stops when the monitored ELBO
         (the epoch's training ELBO, or the validation ELBO when
-        ``early_stopping=True``) has not improved by at least ``tol`` for
+        early stopping is used) has not improved by at least ``tol`` for
         ``n_iter_no_change`` consecutive epochs.
     n_iter_no_change : int, default=10
         Number of epochs without improvement before stopping.
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the rows, monitor their true ELBO
-        (``n_score_samples`` discrete samples) after every epoch, and keep the
-        parameters of the best epoch.
+        (``n_score_samples`` discrete samples) after every epoch, stop when it
+        has not improved by ``tol`` for ``n_iter_no_change`` epochs, and keep
+        the parameters of the best epoch. Recommended on small corpora, which
+        the model overfits: on Reuters headlines (5048 documents, K = 50 and
+        150) it raises the held-out ELBO by 0.9 to 1.3 nats per document, in
+        half the epochs. It is off by default because on well-specified data
+        it can stop on a plateau before merged causes separate (synthetic
+        recovery test: 1 of 6 seeds recovers every pattern with it, 3 of 6
+        without).
     validation_fraction : float, default=0.1
-        Fraction of rows held out when ``early_stopping=True``.
+        Fraction of rows held out when early stopping is used.
     binarize : float or None, default=0.0
         Values of X strictly greater than ``binarize`` count as 1, the others
         as 0 (as in :class:`~sklearn.naive_bayes.BernoulliNB`), so counts or
@@ -165,8 +172,9 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     prior_ : ndarray of shape (n_components,)
         Prior probabilities mu_k of the causes.
     elbo_ : float
-        True ELBO of the training data at the end of :meth:`fit`, nats per
-        row: equal to ``score(X_train)`` (for the kept run when
+        True ELBO of the training rows at the end of :meth:`fit`, nats per
+        row: equal to ``score`` of the rows trained on (without the validation
+        rows when early stopping is used; for the kept run when
         ``n_init > 1``; not updated by :meth:`partial_fit`).
     elbo_history_ : ndarray of shape (`n_iter_`,)
         Mean true ELBO per training row in nats for every epoch, estimated
@@ -174,8 +182,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         (an unbiased estimate of the objective that :meth:`score` reports,
         with the parameters moving during the epoch).
     validation_scores_ : ndarray of shape (`n_iter_`,) or None
-        Validation ELBO (nats per row) after every epoch when
-        ``early_stopping=True``, else None.
+        Validation ELBO (nats per row) after every epoch when early stopping
+        was used, else None.
     best_validation_score_ : float or None
         Best value of ``validation_scores_``, else None.
     n_iter_ : int
@@ -522,7 +530,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     def _elbo_rows(self, X):
         """True ELBO of every row of a binary CSR matrix (nats), deterministic."""
         theta, _, leak, _ = self._constrained()
-        logit_q, _ = self._encode(X, theta)
+        with threadpool_limits(limits=1, user_api="blas"):
+            logit_q, _ = self._encode(X, theta)
         indptr, indices = _csr_arrays(X)
         out = np.empty(X.shape[0])
         _kernels.discrete_elbo(
@@ -711,7 +720,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         """
         check_is_fitted(self)
         X = self._check_X(X, reset=False)
-        logit_q, _ = self._encode(X, self._constrained()[0])
+        with threadpool_limits(limits=1, user_api="blas"):
+            logit_q, _ = self._encode(X, self._constrained()[0])
         return expit(logit_q)
 
     def score_samples(self, X):
