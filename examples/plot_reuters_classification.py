@@ -1,0 +1,403 @@
+"""
+=====================================================================
+Classifying Reuters-21578 headlines with noisy-OR posterior features
+=====================================================================
+
+This example reproduces, on the bundled Reuters-21578 data, the document
+classification experiment of Yan, Ailem and Sha, *Amortized Inference of
+Variational Bounds for Learning Noisy-OR* (AISTATS 2020, supplement section 5.1
+and Fig. 3).
+
+A :class:`~skbinvi.NoisyORFactorizer` explains each document, the binary vector
+of the words of its headline, by ``K`` binary latent causes. Once the model is
+trained, the posterior probabilities :math:`q(z_k = 1 \\mid x)` returned by
+``transform`` are a ``K``-dimensional representation of the document, and a
+linear multi-label classifier (one logistic regression per topic) is trained on
+them to predict the topics acq, earn and money-fx. The metric is the
+**exact-match (EM) score**: the fraction of test documents whose *whole* set of
+labels is predicted correctly, which is what
+:func:`sklearn.metrics.accuracy_score` computes on label indicator matrices. As
+in the paper, the features are compared with the same classifier trained on the
+raw word vectors ``X``, and the two amortized inference methods are compared:
+
+- ``inference="acp"``, the paper's amortized conjugate posterior: an encoder
+  network outputs the dual variables of a Jaakkola-Jordan bound and the
+  posterior is the closed-form conjugate posterior of that bound;
+- ``inference="avi"``, standard amortized variational inference: the encoder
+  outputs the logits of :math:`q` directly.
+
+The paper reports a vocabulary of 839 words; the bundled data, built from the
+original Reuters-21578 distribution with the documented preprocessing
+(lemmatization, stop words removed, words with fewer than 5 occurrences
+removed; see ``load_reuters().DESCR``), has 939 words. The document counts
+match the paper exactly: 5,048 training and 1,982 test documents of the ModApte
+split.
+
+Run ``python plot_reuters_classification.py --quick`` for a reduced version
+(one ``K``, two training-set sizes, one seed, fewer epochs) that finishes in
+well under two minutes; the documentation is built in that mode. The numbers
+quoted in the text below come from the full run.
+"""
+
+# %%
+# Settings
+# --------
+#
+# The full experiment uses ``K`` in {50, 100, 150}, training sets of 500,
+# 1,000, 2,000 and all 5,048 documents, 60 epochs per fit and 3 random seeds
+# (the paper uses 5): 72 noisy-OR fits, about 12 minutes on a 2-core machine.
+# ``--quick`` keeps ``K = 50``, two training-set sizes, 20 epochs and one seed.
+import argparse
+import time
+import warnings
+
+import matplotlib.pyplot as plt
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import accuracy_score
+from sklearn.model_selection import GridSearchCV
+from sklearn.multiclass import OneVsRestClassifier
+from sklearn.pipeline import Pipeline
+
+from skbinvi import NoisyORFactorizer
+from skbinvi.datasets import load_reuters
+
+parser = argparse.ArgumentParser(
+    description="Reuters-21578 classification with noisy-OR features."
+)
+parser.add_argument(
+    "--quick",
+    action="store_true",
+    help="reduced run (K=50, 2 training-set sizes, 20 epochs, 1 seed)",
+)
+# parse_known_args: sphinx-gallery and IPython may add arguments of their own.
+args, _ = parser.parse_known_args()
+QUICK = args.quick
+
+# The models are trained for a fixed number of epochs on purpose (as in the
+# paper), so the ConvergenceWarning raised when ``max_iter`` epochs are reached
+# before the ELBO stops improving is expected and would only clutter the output.
+warnings.filterwarnings("ignore", category=ConvergenceWarning)
+
+METHODS = ["acp", "avi"]
+if QUICK:
+    N_COMPONENTS = [50]
+    TRAIN_SIZES = [1000, 5048]
+    MAX_ITER = 20
+    SEEDS = [0]
+else:
+    N_COMPONENTS = [50, 100, 150]
+    TRAIN_SIZES = [500, 1000, 2000, 5048]
+    MAX_ITER = 60
+    SEEDS = [0, 1, 2]
+
+print(
+    f"mode: {'quick' if QUICK else 'full'}; K in {N_COMPONENTS}, "
+    f"training sizes {TRAIN_SIZES}, {MAX_ITER} epochs, seeds {SEEDS}"
+)
+
+# %%
+# Data
+# ----
+#
+# :func:`~skbinvi.datasets.load_reuters` returns the word-presence matrix as a
+# sparse CSR matrix and the topics as a ``(n_documents, 3)`` indicator matrix
+# (20 documents carry two of the three topics). The smaller training sets are
+# nested random subsets of the training split, drawn once with a fixed
+# :class:`~numpy.random.RandomState` (no stratification), so that every method
+# and every ``K`` sees the same documents.
+train = load_reuters(subset="train", text="headline")
+test = load_reuters(subset="test", text="headline")
+X_train_all, Y_train_all = train.data, train.target
+X_test, Y_test = test.data, test.target
+n_train_all = X_train_all.shape[0]
+
+print(f"train: {X_train_all.shape[0]} documents, test: {X_test.shape[0]} documents")
+print(f"vocabulary: {X_train_all.shape[1]} words")
+print(f"labels: {train.target_names}")
+print(f"documents per label (train): {Y_train_all.sum(axis=0).tolist()}")
+print(f"documents per label (test):  {Y_test.sum(axis=0).tolist()}")
+
+permutation = np.random.RandomState(0).permutation(n_train_all)
+subsets = {n: permutation[:n] for n in TRAIN_SIZES}
+
+
+def make_classifier():
+    """The linear multi-label classifier: one logistic regression per topic."""
+    return OneVsRestClassifier(LogisticRegression(max_iter=2000))
+
+
+def make_pipeline(n_components, inference, seed):
+    """Noisy-OR posterior features followed by the linear classifier."""
+    return Pipeline(
+        [
+            (
+                "noisyor",
+                NoisyORFactorizer(
+                    n_components=n_components,
+                    inference=inference,
+                    max_iter=MAX_ITER,
+                    random_state=seed,
+                ),
+            ),
+            ("clf", make_classifier()),
+        ]
+    )
+
+
+# %%
+# The model's kernels are compiled with Numba on first use (and cached on disk
+# for later runs). A tiny warm-up fit of each method compiles them here, so that
+# the fit times reported below measure training only.
+tic = time.perf_counter()
+for method in METHODS:
+    warm = NoisyORFactorizer(n_components=2, inference=method, max_iter=1)
+    warm.fit(X_train_all[:256]).transform(X_test[:8])
+    warm.score(X_test[:8])
+print(f"Numba compilation / warm-up: {time.perf_counter() - tic:.1f} s")
+
+# %%
+# Baseline: the classifier on the raw word vectors
+# ------------------------------------------------
+#
+# The dashed line of the paper's Fig. 3: the same one-vs-rest logistic
+# regression, trained directly on the 939-dimensional binary word vectors.
+baseline = {}
+for n in TRAIN_SIZES:
+    idx = subsets[n]
+    clf = make_classifier().fit(X_train_all[idx], Y_train_all[idx])
+    baseline[n] = accuracy_score(Y_test, clf.predict(X_test))
+    print(f"raw X, {n:5d} training documents: EM = {baseline[n]:.3f}")
+
+# %%
+# Noisy-OR features
+# -----------------
+#
+# For each ``K``, inference method, training-set size and seed, the pipeline
+# (noisy-OR model, then classifier) is fitted on the training subset and
+# evaluated on the full test split: exact match of the predicted labels, the
+# test ELBO of the noisy-OR model (mean nats per document, higher is better),
+# its training ELBO (``elbo_``, on the training subset) and the fit time.
+results = []
+fitted = {}
+tic_all = time.perf_counter()
+for n_components in N_COMPONENTS:
+    for method in METHODS:
+        for n in TRAIN_SIZES:
+            idx = subsets[n]
+            for seed in SEEDS:
+                pipe = make_pipeline(n_components, method, seed)
+                tic = time.perf_counter()
+                pipe.fit(X_train_all[idx], Y_train_all[idx])
+                fit_time = time.perf_counter() - tic
+                em = accuracy_score(Y_test, pipe.predict(X_test))
+                elbo = pipe.named_steps["noisyor"].score(X_test)
+                train_elbo = pipe.named_steps["noisyor"].elbo_
+                results.append(
+                    dict(
+                        K=n_components,
+                        method=method,
+                        n_train=n,
+                        seed=seed,
+                        em=em,
+                        elbo=elbo,
+                        train_elbo=train_elbo,
+                        fit_time=fit_time,
+                    )
+                )
+                if seed == SEEDS[0]:
+                    fitted[n_components, method, n] = pipe
+print(f"{len(results)} pipelines fitted in {time.perf_counter() - tic_all:.0f} s")
+
+# %%
+# Results table
+# -------------
+#
+# Mean (and, with several seeds, standard deviation) over the seeds of the
+# exact-match score and the test ELBO; mean training ELBO and fit time of the
+# pipeline.
+
+
+def summarize(n_components, method, n, key):
+    """Mean and standard deviation of one metric over the seeds."""
+    values = [
+        r[key]
+        for r in results
+        if r["K"] == n_components and r["method"] == method and r["n_train"] == n
+    ]
+    return np.mean(values), np.std(values)
+
+
+print(
+    f"{'K':>4} {'method':>6} {'n_train':>7} {'EM':>15} "
+    f"{'test ELBO (nats)':>18} {'train ELBO':>10} {'fit time (s)':>12}"
+)
+for n_components in N_COMPONENTS:
+    for method in METHODS:
+        for n in TRAIN_SIZES:
+            em_mean, em_std = summarize(n_components, method, n, "em")
+            elbo_mean, elbo_std = summarize(n_components, method, n, "elbo")
+            train_elbo_mean, _ = summarize(n_components, method, n, "train_elbo")
+            time_mean, _ = summarize(n_components, method, n, "fit_time")
+            print(
+                f"{n_components:>4} {method:>6} {n:>7} "
+                f"{em_mean:>7.3f} ± {em_std:.3f} "
+                f"{elbo_mean:>9.2f} ± {elbo_std:5.2f} {train_elbo_mean:>10.2f} "
+                f"{time_mean:>12.1f}"
+            )
+for n in TRAIN_SIZES:
+    print(f"{'-':>4} {'raw X':>6} {n:>7} {baseline[n]:>7.3f}")
+
+# %%
+# A reference point for the test ELBO: the noisy-OR model without causes (leak
+# only) treats the words as independent Bernoulli variables. Its exact test
+# log-likelihood, with word frequencies estimated on the whole training split,
+# is what the causes have to improve on.
+freq = (np.asarray(X_train_all.sum(axis=0)).ravel() + 0.5) / (n_train_all + 1.0)
+loglik_independent = np.mean(
+    X_test @ (np.log(freq) - np.log1p(-freq)) + np.log1p(-freq).sum()
+)
+print(
+    "leak-only model (independent words): "
+    f"test log-likelihood {loglik_independent:.2f} nats per document"
+)
+
+# %%
+# Exact match against the size of the training set (the paper's Fig. 3)
+# ----------------------------------------------------------------------
+#
+# One panel per ``K``; the error bars are one standard deviation over the
+# seeds (full mode only), the dashed black line is the classifier on raw ``X``.
+fig, axes = plt.subplots(
+    1,
+    len(N_COMPONENTS),
+    figsize=(max(4.2 * len(N_COMPONENTS), 5.0), 4.0),
+    sharey=True,
+    squeeze=False,
+    layout="constrained",
+)
+styles = {"acp": dict(color="C3", marker="o"), "avi": dict(color="C0", marker="s")}
+for ax, n_components in zip(axes[0], N_COMPONENTS, strict=True):
+    for method in METHODS:
+        stats = np.array(
+            [summarize(n_components, method, n, "em") for n in TRAIN_SIZES]
+        )
+        ax.errorbar(
+            TRAIN_SIZES,
+            stats[:, 0],
+            yerr=stats[:, 1] if len(SEEDS) > 1 else None,
+            capsize=3,
+            label=method.upper(),
+            **styles[method],
+        )
+    ax.plot(
+        TRAIN_SIZES,
+        [baseline[n] for n in TRAIN_SIZES],
+        "k--",
+        label="raw X",
+    )
+    ax.set_xscale("log")
+    ax.set_xticks(TRAIN_SIZES)
+    ax.set_xticklabels([str(n) for n in TRAIN_SIZES])
+    ax.minorticks_off()
+    ax.set_title(f"K = {n_components}")
+    ax.set_xlabel("training documents")
+    ax.grid(alpha=0.3)
+axes[0, 0].set_ylabel("exact-match score (test)")
+fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncols=3)
+fig.suptitle("Reuters-21578 headlines: noisy-OR features vs raw X")
+
+# %%
+# What the full run shows
+# ~~~~~~~~~~~~~~~~~~~~~~~
+#
+# With 60 epochs and 3 seeds, the noisy-OR features reach an exact-match score
+# of 0.84 to 0.88 with all 5,048 training documents, against 0.93 for the same
+# classifier on the raw words, and the gap widens as the training set shrinks
+# (0.65 to 0.71 against 0.88 with 500 documents): on these short headlines (4
+# words on average) a linear classifier on the words themselves is hard to
+# beat, and a 50- to 150-dimensional summary learned without the labels loses
+# some of the information the topics need.
+#
+# The comparison of the two inference methods partly agrees with the paper.
+# With the smallest training set and ``K`` = 100 or 150, ACP is ahead of AVI
+# (0.70 against 0.68, 0.68 against 0.65), and AVI degrades more as ``K``
+# grows; with ``K`` = 50 the two are within one standard deviation. With all
+# training documents AVI is ahead for ``K`` = 50 (0.88 against 0.84), the two
+# are equal for ``K`` = 100 and ACP is ahead for ``K`` = 150. The differences are
+# of the order of 0.01 to 0.04, comparable to the spread over seeds.
+#
+# The test ELBO (between -19.9 and -20.7 nats per document) is at best 0.1 nats
+# better, and up to 0.7 nats worse, than the exact log-likelihood of
+# independent words (-20.02), while the training ELBO of the same models is 2
+# to 5 nats higher (-15.7 to -17.3 with all training documents): with 939 words
+# and up to 150 causes, the model fits the training headlines much better than
+# it generalizes to the test headlines. The gap grows with ``K`` and tends to
+# grow with the number of gradient steps (at a fixed 60 epochs, the larger
+# training sets get more steps). The posterior features nevertheless carry
+# most of the topic information, as the exact-match scores show.
+
+# %%
+# Choosing ``K`` and the inference method by cross-validation
+# -----------------------------------------------------------
+#
+# :class:`~skbinvi.NoisyORFactorizer` is an ordinary scikit-learn transformer,
+# so the number of causes and the inference method of the whole pipeline can be
+# selected by :class:`~sklearn.model_selection.GridSearchCV`. The scorer
+# ``"accuracy"`` is the exact-match score for multi-label indicator targets.
+# The search runs on a training subset, with fewer epochs than above.
+if QUICK:
+    grid_components, grid_n, grid_max_iter = [20, 50], 1000, 10
+else:
+    grid_components, grid_n, grid_max_iter = [25, 50, 100], 2000, 30
+
+search = GridSearchCV(
+    make_pipeline(50, "acp", 0).set_params(noisyor__max_iter=grid_max_iter),
+    {"noisyor__n_components": grid_components, "noisyor__inference": METHODS},
+    cv=3,
+    scoring="accuracy",
+)
+idx = permutation[:grid_n]
+tic = time.perf_counter()
+search.fit(X_train_all[idx], Y_train_all[idx])
+print(
+    f"grid search on {grid_n} documents, {grid_max_iter} epochs per fit: "
+    f"{time.perf_counter() - tic:.0f} s"
+)
+print(f"best parameters: {search.best_params_}")
+print(f"best cross-validated EM: {search.best_score_:.3f}")
+print(f"{'inference':>9} {'K':>4} {'mean EM':>8} {'std':>6} {'rank':>5}")
+cv = search.cv_results_
+for i, params in enumerate(cv["params"]):
+    print(
+        f"{params['noisyor__inference']:>9} {params['noisyor__n_components']:>4} "
+        f"{cv['mean_test_score'][i]:>8.3f} {cv['std_test_score'][i]:>6.3f} "
+        f"{cv['rank_test_score'][i]:>5d}"
+    )
+
+# %%
+# What the latent causes are
+# --------------------------
+#
+# Each cause ``k`` switches on the words ``i`` with large weights
+# :math:`\theta_{ik}` (``components_[k, i]``). For the ACP model with ``K = 50``
+# trained on all 5,048 training documents (first seed), the five causes with the
+# largest prior probability :math:`\mu_k` (``prior_``) are listed with their
+# eight heaviest words, and with the topic whose test documents have the
+# largest mean posterior :math:`q(z_k = 1 \mid x)`.
+model = fitted[50, "acp", n_train_all].named_steps["noisyor"]
+feature_names = train.feature_names
+Q_test = model.transform(X_test)
+label_means = np.array(
+    [Q_test[Y_test[:, j] == 1].mean(axis=0) for j in range(Y_test.shape[1])]
+)
+for k in np.argsort(model.prior_)[::-1][:5]:
+    top = np.argsort(model.components_[k])[::-1][:8]
+    topic = train.target_names[int(np.argmax(label_means[:, k]))]
+    print(
+        f"cause {k:2d} (prior {model.prior_[k]:.3f}, topic {topic:>8}): "
+        + ", ".join(feature_names[top])
+    )
+
+plt.show()
