@@ -283,15 +283,23 @@ def work_noisy_or(cfg):
         "rss_peak_reset": rss.exact,
     }
     res.update(_exact_match(model, X_train, Y_train, X_test, Y_test))
-    # Python/numpy allocations of fitting (init + 1 epoch; nothing grows with
-    # more epochs), on a fresh model so that the timings above are untraced.
     del model
+    res["tracemalloc_peak_mib"] = _traced_fit_peak_mib(make, X_train)
+    return res
+
+
+def _traced_fit_peak_mib(make, X_train):
+    """Peak Python/numpy allocations of init + 1 epoch of a fresh model (MiB).
+
+    Nothing grows with more epochs; a fresh model keeps the timed runs
+    untraced.
+    """
     gc.collect()
     tracemalloc.start()
     make().partial_fit(X_train)
-    res["tracemalloc_peak_mib"] = _mib(tracemalloc.get_traced_memory()[1])
+    peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return res
+    return _mib(peak)
 
 
 def work_lda(cfg):
@@ -327,11 +335,7 @@ def work_lda(cfg):
     }
     res.update(_exact_match(model, X_train, Y_train, X_test, Y_test))
     del model
-    gc.collect()
-    tracemalloc.start()
-    make().partial_fit(X_train)
-    res["tracemalloc_peak_mib"] = _mib(tracemalloc.get_traced_memory()[1])
-    tracemalloc.stop()
+    res["tracemalloc_peak_mib"] = _traced_fit_peak_mib(make, X_train)
     return res
 
 
