@@ -273,11 +273,21 @@ def work_noisy_or(cfg):
             for k, v in model.get_params().items()
         },
         "jit_seconds": _r(jit_s, 3),
-        **_epoch_stats(wall, cpu),
         "test_elbo": _r(test_elbo),
         "train_elbo_history": [_r(v, 3) for v in model.elbo_history_],
         "n_iter": int(model.n_iter_),
         "score_seconds": _r(score_s, 3),
+    }
+    return _finish_results(res, model, make, rss, wall, cpu, transform_s,
+                           (X_train, Y_train, X_test, Y_test))
+
+
+def _finish_results(res, model, make, rss, wall, cpu, transform_s, data):
+    """Measurements shared by every feature model: timings, memory, exact match."""
+    X_train, Y_train, X_test, Y_test = data
+    res = {
+        **_epoch_stats(wall, cpu),
+        **res,
         "transform_test_seconds": _r(transform_s, 3),
         "rss_growth_mib": _mib(rss.growth),
         "rss_peak_reset": rss.exact,
@@ -327,16 +337,8 @@ def work_lda(cfg):
     tic = time.perf_counter()
     model.transform(X_test)
     transform_s = time.perf_counter() - tic
-    res = {
-        **_epoch_stats(wall, cpu),
-        "transform_test_seconds": _r(transform_s, 3),
-        "rss_growth_mib": _mib(rss.growth),
-        "rss_peak_reset": rss.exact,
-    }
-    res.update(_exact_match(model, X_train, Y_train, X_test, Y_test))
-    del model
-    res["tracemalloc_peak_mib"] = _traced_fit_peak_mib(make, X_train)
-    return res
+    return _finish_results({}, model, make, rss, wall, cpu, transform_s,
+                           (X_train, Y_train, X_test, Y_test))
 
 
 def work_raw(cfg):
