@@ -31,10 +31,6 @@ from . import _encoder, _kernels
 _SEED_WEIGHT = 0.3
 
 
-def _softplus(x):
-    return np.logaddexp(0.0, x)
-
-
 def _softplus_inverse(y):
     return y + np.log(-np.expm1(-y))
 
@@ -398,14 +394,16 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         ]
 
     def _set_public_parameters(self):
-        self.components_ = np.ascontiguousarray(_softplus(self._theta_raw).T)
-        self.leak_ = _softplus(self._leak_raw)
+        theta, _, leak, _ = self._constrained()
+        self.components_ = np.ascontiguousarray(theta.T)
+        self.leak_ = leak
         self.prior_ = expit(self._logit_prior)
 
     # --------------------------------------------------------------- encoder
-    def _encode(self, X, theta):
+    def _encode(self, X, theta, csr_arrays=None):
         """Posterior logits for a binary CSR batch, and what backprop needs.
 
+        ``csr_arrays`` is ``_csr_arrays(X)`` when the caller has it already.
         Returns ``logit_q`` (B, K) and a cache tuple.
         """
         n_hidden = len(self.encoder_coefs_) - 1
@@ -419,7 +417,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         intercept_out = self.encoder_intercepts_[-1]
         if self.inference == "avi":
             return hidden[-1] @ coef_out + intercept_out, (hidden, None, None)
-        indptr, indices = _csr_arrays(X)
+        indptr, indices = csr_arrays if csr_arrays is not None else _csr_arrays(X)
         pre = np.empty(indices.shape[0])
         psi = np.empty(indices.shape[0])
         _kernels.acp_psi(indptr, indices, hidden[-1], coef_out, intercept_out, pre, psi)
@@ -459,8 +457,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         B = X.shape[0]
         K = self.n_components
         theta, theta_slope, leak, leak_slope = self._constrained()
-        logit_q, (hidden, pre, psi) = self._encode(X, theta)
         indptr, indices = _csr_arrays(X)
+        logit_q, (hidden, pre, psi) = self._encode(X, theta, (indptr, indices))
         g_theta = np.empty_like(theta)
         g_leak = np.empty_like(leak)
         g_logit_q = np.empty((B, K))
@@ -530,9 +528,9 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     def _elbo_rows(self, X):
         """True ELBO of every row of a binary CSR matrix (nats), deterministic."""
         theta, _, leak, _ = self._constrained()
-        with threadpool_limits(limits=1, user_api="blas"):
-            logit_q, _ = self._encode(X, theta)
         indptr, indices = _csr_arrays(X)
+        with threadpool_limits(limits=1, user_api="blas"):
+            logit_q, _ = self._encode(X, theta, (indptr, indices))
         out = np.empty(X.shape[0])
         _kernels.discrete_elbo(
             indptr, indices, theta, leak, logit_q, self._logit_prior,
