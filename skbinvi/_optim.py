@@ -1,4 +1,11 @@
-"""First-order optimizers for the gradient-based inference methods."""
+"""First-order optimizers for the gradient-based inference methods.
+
+:class:`Adam` updates whole arrays, or only some rows of an array: the models
+with one row of parameters per feature (the noisy-OR weights, the first
+encoder layer) update in a minibatch only the rows of the features active in
+it, and give the other rows their delayed update every few minibatches, so
+that the cost of a minibatch does not grow with the number of features.
+"""
 
 import math
 
@@ -21,13 +28,76 @@ def _adam_update(param, grad, m, v, step_size, beta1, beta2, epsilon):
         param[j] += step_size * m[j] / (math.sqrt(v[j]) + epsilon)
 
 
+@njit
+def _adam_update_rows(param, grad, rows, m, v, step_size, beta1, beta2, epsilon):
+    """Adam ascent step on the rows ``rows`` of a 2-D parameter, in place.
+
+    ``param``, ``m``, ``v`` have shape (D, P); ``rows`` (R,) int64;
+    ``grad`` has shape (R, P) (row j is the gradient of row ``rows[j]``) or
+    (0, P), which means a zero gradient: the step then moves the rows by their
+    momentum alone, as dense Adam does for a parameter with no gradient.
+    """
+    P = param.shape[1]
+    zero = grad.shape[0] == 0
+    for j in range(rows.shape[0]):
+        i = rows[j]
+        for p in range(P):
+            g = 0.0 if zero else grad[j, p]
+            m[i, p] = beta1 * m[i, p] + (1.0 - beta1) * g
+            v[i, p] = beta2 * v[i, p] + (1.0 - beta2) * g * g
+            param[i, p] += step_size * m[i, p] / (math.sqrt(v[i, p]) + epsilon)
+
+
+@njit
+def _adam_update_softplus_rows(raw, value, slope, colsum, rows, grad, delayed, last,
+                               now, m, v, step_size, beta1, beta2, epsilon):
+    """Adam ascent step on rows of a softplus-parametrized matrix, with delayed gradient.
+
+    The parameter is ``value = softplus(raw)`` (shape (D, P)); the objective's
+    gradient with respect to ``value`` is row-sparse plus a part that every
+    row receives at every minibatch. ``delayed[s]`` (shape (S, P)) is the
+    running sum of that dense part over the minibatches 1..s of the current
+    update window, and row i last received it at minibatch ``last[i]``.
+    Because ``raw[i]`` has not moved since, the delayed gradient of row i is
+    exactly ``slope[i] * (delayed[now] - delayed[last[i]])``. The step uses
+    ``slope * (grad[j] + delayed[now] - delayed[last[i]])`` for row
+    ``i = rows[j]`` (``grad`` of shape (0, P) means no row-sparse part), then
+    refreshes ``value``, ``slope = sigmoid(raw)`` and the column sums
+    ``colsum`` (P,) of ``value`` in place. ``last`` is left to the caller.
+    """
+    P = raw.shape[1]
+    sparse = grad.shape[0] > 0
+    for j in range(rows.shape[0]):
+        i = rows[j]
+        lag = last[i]
+        for p in range(P):
+            g = delayed[now, p] - delayed[lag, p]
+            if sparse:
+                g += grad[j, p]
+            g *= slope[i, p]
+            m[i, p] = beta1 * m[i, p] + (1.0 - beta1) * g
+            v[i, p] = beta2 * v[i, p] + (1.0 - beta2) * g * g
+            x = raw[i, p] + step_size * m[i, p] / (math.sqrt(v[i, p]) + epsilon)
+            raw[i, p] = x
+            e = math.exp(-abs(x))
+            new = max(x, 0.0) + math.log1p(e)
+            colsum[p] += new - value[i, p]
+            value[i, p] = new
+            slope[i, p] = 1.0 / (1.0 + e) if x >= 0.0 else e / (1.0 + e)
+
+
+def _rows_view(array):
+    """2-D view (n_rows, -1) of a C-contiguous array (a 1-D array gets one column)."""
+    return array.reshape(array.shape[0], -1)
+
+
 class Adam:
     """Adam (Kingma & Ba, 2015) for a list of arrays, *ascending* an objective.
 
     Parameters
     ----------
     params : list of ndarray
-        Arrays updated in place by :meth:`step`.
+        C-contiguous float64 arrays, updated in place.
     learning_rate : float
         Step size.
     beta1, beta2 : float
@@ -37,6 +107,13 @@ class Adam:
 
     Notes
     -----
+    :meth:`step` is one Adam step on every array. The finer interface serves
+    row-sparse training: :meth:`tick` starts a step (bias-corrected step size
+    of step ``t``), then :meth:`update`, :meth:`update_rows` and
+    :meth:`update_softplus_rows` apply it to whole arrays or to some of their
+    rows. A row left out of a step keeps its moments unchanged (as in
+    PyTorch's ``SparseAdam``) until it is updated again.
+
     The state (``t``, ``m``, ``v``) is kept on the instance, so an estimator
     that stores its ``Adam`` resumes exactly where it stopped (``partial_fit``).
     """
@@ -52,15 +129,59 @@ class Adam:
         self.m = [np.zeros_like(p) for p in params]
         self.v = [np.zeros_like(p) for p in params]
 
-    def step(self, grads):
-        """Take one ascent step along ``grads`` (same order as ``params``).
-
-        Every parameter must be a C-contiguous array (updated in place).
-        """
-        self.t += 1
+    @property
+    def step_size(self):
+        """Bias-corrected step size of the current step ``t``."""
         b1, b2 = self.beta1, self.beta2
-        lr = (self.learning_rate * np.sqrt(1.0 - b2**self.t)
-              / (1.0 - b1**self.t))
-        for p, g, m, v in zip(self.params, grads, self.m, self.v):
-            _adam_update(p.reshape(-1), np.ascontiguousarray(g).reshape(-1),
-                         m.reshape(-1), v.reshape(-1), lr, b1, b2, self.epsilon)
+        return (self.learning_rate * math.sqrt(1.0 - b2**self.t)
+                / (1.0 - b1**self.t))
+
+    def tick(self):
+        """Start a new step (``t += 1``)."""
+        self.t += 1
+
+    def update(self, i, grad):
+        """Apply the current step to the whole array ``params[i]``."""
+        _adam_update(self.params[i].reshape(-1),
+                     np.ascontiguousarray(grad).reshape(-1),
+                     self.m[i].reshape(-1), self.v[i].reshape(-1),
+                     self.step_size, self.beta1, self.beta2, self.epsilon)
+
+    def update_rows(self, i, rows, grad=None):
+        """Apply the current step to the rows ``rows`` (int64) of ``params[i]``.
+
+        ``grad`` has one row per entry of ``rows``; None means a zero gradient
+        (the rows move by their momentum).
+        """
+        param = _rows_view(self.params[i])
+        grad = (np.empty((0, param.shape[1])) if grad is None
+                else _rows_view(np.ascontiguousarray(grad)))
+        _adam_update_rows(param, grad, rows, _rows_view(self.m[i]),
+                          _rows_view(self.v[i]), self.step_size, self.beta1,
+                          self.beta2, self.epsilon)
+
+    def update_softplus_rows(self, i, rows, grad, delayed, last, now, value, slope,
+                             colsum):
+        """Apply the current step to rows of a softplus-parametrized ``params[i]``.
+
+        See :func:`_adam_update_softplus_rows`: ``params[i]`` is the raw
+        parameter, ``value``/``slope`` its softplus and sigmoid and ``colsum``
+        the column sums of ``value`` (all refreshed in place); ``grad`` is the
+        row-sparse gradient with respect to ``value`` (None: none) and
+        ``delayed``, ``last``, ``now`` describe the delayed dense gradient.
+        """
+        raw = _rows_view(self.params[i])
+        grad = (np.empty((0, raw.shape[1])) if grad is None
+                else _rows_view(np.ascontiguousarray(grad)))
+        _adam_update_softplus_rows(
+            raw, _rows_view(value), _rows_view(slope), colsum, rows, grad,
+            _rows_view(delayed), last, now, _rows_view(self.m[i]),
+            _rows_view(self.v[i]), self.step_size, self.beta1, self.beta2,
+            self.epsilon,
+        )
+
+    def step(self, grads):
+        """Take one ascent step along ``grads`` (same order as ``params``)."""
+        self.tick()
+        for i, g in enumerate(grads):
+            self.update(i, g)

@@ -51,15 +51,44 @@ def _reference_relaxed_elbo(X, theta, leak, logit_q, logit_prior, uniforms, tau)
 
 
 def _run_relaxed(X, theta, leak, logit_q, logit_prior, uniforms, tau):
+    """The kernel on full arrays; returns the full gradients (dense parts added)."""
     B, K = logit_q.shape
     out = dict(
         g_theta=np.empty_like(theta), g_leak=np.empty_like(leak),
-        g_logit_q=np.empty((B, K)), g_logit_prior=np.empty(K),
-        elbo_relaxed=np.empty(B), elbo_discrete=np.empty(B),
+        g_theta_dense=np.empty(K), g_logit_q=np.empty((B, K)),
+        g_logit_prior=np.empty(K), elbo_relaxed=np.empty(B),
+        elbo_discrete=np.empty(B),
     )
-    _kernels.relaxed_elbo_grad(*_csr(X), theta, leak, logit_q, logit_prior, uniforms,
-                               tau, *out.values())
+    _kernels.relaxed_elbo_grad(*_csr(X), theta, leak, theta.sum(0), leak.sum(),
+                               logit_q, logit_prior, uniforms, tau, *out.values())
+    out["g_theta"] += out["g_theta_dense"]
+    out["g_leak"] -= B
     return out
+
+
+def test_relaxed_elbo_compact_columns_match_full():
+    """Renumbering the active columns to compact rows gives the same values."""
+    X, theta, leak, logit_q, logit_prior, uniforms = _problem(seed=8, D=30, density=0.1)
+    full = _run_relaxed(X, theta, leak, logit_q, logit_prior, uniforms, 0.3)
+    features, local = np.unique(X.indices, return_inverse=True)
+    assert features.size < X.shape[1]  # some features are inactive
+    B, K = logit_q.shape
+    g_theta, g_leak = np.empty((features.size, K)), np.empty(features.size)
+    g_dense, g_logit_q, g_prior = np.empty(K), np.empty((B, K)), np.empty(K)
+    relaxed, discrete = np.empty(B), np.empty(B)
+    _kernels.relaxed_elbo_grad(
+        X.indptr.astype(np.int64), local.astype(np.int64), theta[features],
+        leak[features], theta.sum(0), leak.sum(), logit_q, logit_prior, uniforms,
+        0.3, g_theta, g_leak, g_dense, g_logit_q, g_prior, relaxed, discrete)
+    assert_allclose(relaxed, full["elbo_relaxed"], rtol=1e-13)
+    assert_allclose(discrete, full["elbo_discrete"], rtol=1e-13)
+    assert_allclose(g_logit_q, full["g_logit_q"], rtol=1e-12)
+    expected_theta = np.tile(g_dense, (X.shape[1], 1))
+    expected_theta[features] += g_theta
+    assert_allclose(expected_theta, full["g_theta"], rtol=1e-12, atol=1e-12)
+    expected_leak = np.full(X.shape[1], -float(B))
+    expected_leak[features] += g_leak
+    assert_allclose(expected_leak, full["g_leak"], rtol=1e-12)
 
 
 def test_relaxed_elbo_matches_dense_reference():
@@ -108,7 +137,8 @@ def test_discrete_elbo_matches_reference_and_is_row_independent():
     rng = np.random.default_rng(0)
     uniforms = rng.random((50, theta.shape[1]))
     out = np.empty(X.shape[0])
-    _kernels.discrete_elbo(*_csr(X), theta, leak, logit_q, logit_prior, uniforms, out)
+    _kernels.discrete_elbo(*_csr(X), theta, leak, theta.sum(0), leak.sum(), logit_q,
+                           logit_prior, uniforms, out)
     x = X.toarray()
     q = expit(logit_q)
     z = (uniforms[None, :, :] < q[:, None, :]).astype(float)  # (B, S, K)
@@ -120,8 +150,8 @@ def test_discrete_elbo_matches_reference_and_is_row_independent():
     )
     assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
     part = np.empty(3)
-    _kernels.discrete_elbo(*_csr(X[3:]), theta, leak, logit_q[3:], logit_prior,
-                           uniforms, part)
+    _kernels.discrete_elbo(*_csr(X[3:]), theta, leak, theta.sum(0), leak.sum(),
+                           logit_q[3:], logit_prior, uniforms, part)
     assert_allclose(part, out[3:], rtol=0, atol=0)
 
 
@@ -147,7 +177,8 @@ def test_discrete_elbo_agrees_with_enumeration():
     S = 20000
     uniforms = np.random.default_rng(1).random((S, 4))
     out = np.empty(X.shape[0])
-    _kernels.discrete_elbo(*_csr(X), theta, leak, logit_q, logit_prior, uniforms, out)
+    _kernels.discrete_elbo(*_csr(X), theta, leak, theta.sum(0), leak.sum(), logit_q,
+                           logit_prior, uniforms, out)
     x = X.toarray()
     for n in range(X.shape[0]):
         exact = _exact_elbo(x[n], theta, leak, logit_q[n], logit_prior)
@@ -177,7 +208,7 @@ def test_acp_heads_match_dense_reference():
     assert_allclose(pre, dense_pre[rows, indices], rtol=1e-12)
     assert_allclose(psi, np.logaddexp(0, dense_pre[rows, indices]), rtol=1e-12)
     out = np.empty((B, theta.shape[1]))
-    _kernels.acp_logits(indptr, indices, psi, theta, logit_prior, out)
+    _kernels.acp_logits(indptr, indices, psi, theta, theta.sum(0), logit_prior, out)
     x = X.toarray()
     psi_dense = np.zeros((B, D))
     psi_dense[rows, indices] = psi
@@ -199,12 +230,14 @@ def test_estimator_gradients_finite_differences(inference, activation):
     est._initialize(X, rng)
     for p in est._parameters():  # move away from the symmetric initialization
         p += 0.3 * rng.normal(size=p.shape)
+    est._sync_constrained()
     uniforms = np.random.default_rng(7).random((X.shape[0], 3, 3))
     tau = 0.35
-    grads, _, _ = est._batch_gradients(X, uniforms, tau)
+    grads, _, _ = est._full_gradients(X, uniforms, tau)
 
     def objective():
-        return est._batch_gradients(X, uniforms, tau)[1].sum()
+        est._sync_constrained()
+        return est._full_gradients(X, uniforms, tau)[1].sum()
 
     eps = 1e-6
     for param, grad in zip(est._parameters(), grads):

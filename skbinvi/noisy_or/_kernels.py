@@ -7,11 +7,19 @@ weights of one active feature are contiguous), ``leak`` is theta_0 (D,),
 ``logit_prior`` is logit mu (K,) and ``logit_q`` holds logit q(z_k = 1 | x_n)
 (B, K).
 
-Every cost below is O(nnz * K) per call, plus O(D K) once per batch for the
-dense parts of the gradient: features with x_i = 0 only enter through the
-column sums ``colsum_k = sum_i theta_ik`` and ``leak_sum = sum_i theta_i0``,
+Every cost below is O(nnz * K) per call, independent of D: features with
+x_i = 0 only enter through the column sums ``colsum_k = sum_i theta_ik`` and
+``leak_sum = sum_i theta_i0`` (arguments, kept up to date by the caller),
 
-    sum_{i: x_i = 0} theta_ik = colsum_k - sum_{i in A} theta_ik.
+    sum_{i: x_i = 0} theta_ik = colsum_k - sum_{i in A} theta_ik,
+
+and the gradients come in two parts: one row per *active* feature, and a
+dense part that is the same for every feature (a vector of length K for
+theta, the constant -B for the leak). The arrays indexed by ``indices``
+(``theta``, ``leak``, the gradients, the ACP head) may be the full (D, ...)
+arrays with feature indices, or compact (A, ...) arrays of the A features
+active in the batch with ``indices`` renumbered to 0..A-1: the training loop
+uses the compact form, so a minibatch never touches all D rows.
 
 All kernels write into preallocated ``out`` arrays and never into their inputs.
 """
@@ -63,9 +71,10 @@ def softplus_and_slope(raw, value, slope):
 
 
 @njit
-def relaxed_elbo_grad(indptr, indices, theta, leak, logit_q, logit_prior, uniforms,
-                      temperature, g_theta, g_leak, g_logit_q, g_logit_prior,
-                      elbo_relaxed, elbo_discrete):
+def relaxed_elbo_grad(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
+                      logit_prior, uniforms, temperature, g_theta, g_leak,
+                      g_theta_dense, g_logit_q, g_logit_prior, elbo_relaxed,
+                      elbo_discrete):
     """Relaxed Monte Carlo ELBO of a batch and its gradients (binary Concrete).
 
     For each row n and each of the M uniform draws ``uniforms[n, m]``, the
@@ -84,26 +93,35 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, logit_q, logit_prior, unifor
     Parameters
     ----------
     indptr, indices : int64 arrays
-        CSR structure of the binary batch (B rows, D columns).
-    theta : float64 array of shape (D, K)
-    leak : float64 array of shape (D,)
+        CSR structure of the binary batch (B rows); see the module docstring
+        for full or compact column numbering.
+    theta : float64 array of shape (D, K) or (A, K)
+    leak : float64 array of shape (D,) or (A,)
+    colsum : float64 array of shape (K,)
+        ``sum_i theta_ik`` over all D features.
+    leak_sum : float
+        ``sum_i theta_i0`` over all D features.
     logit_q : float64 array of shape (B, K)
     logit_prior : float64 array of shape (K,)
     uniforms : float64 array of shape (B, M, K), values in (0, 1)
     temperature : float
-    g_theta, g_leak, g_logit_q, g_logit_prior : float64 arrays (out)
-        Gradients of ``sum_n elbo_relaxed[n]`` with respect to ``theta``,
-        ``leak``, ``logit_q`` and ``logit_prior``. They are overwritten.
+    g_theta, g_leak : float64 arrays shaped as theta and leak (out)
+        Active-feature part of the gradients of ``sum_n elbo_relaxed[n]``:
+        the full gradient with respect to theta_ik is
+        ``g_theta[i, k] + g_theta_dense[k]`` and with respect to theta_i0
+        ``g_leak[i] - B`` (zero rows for features active in no row).
+    g_theta_dense : float64 array of shape (K,) (out)
+        Dense part of the theta gradient, ``-sum_n q_nk``.
+    g_logit_q, g_logit_prior : float64 arrays (out)
+        Gradients with respect to ``logit_q`` and ``logit_prior``.
     elbo_relaxed, elbo_discrete : float64 arrays of shape (B,) (out)
         Per-row values in nats.
     """
-    D, K = theta.shape
+    K = theta.shape[1]
     B = logit_q.shape[0]
     M = uniforms.shape[1]
     inv_m = 1.0 / M
     inv_tau = 1.0 / temperature
-    colsum = theta.sum(axis=0)
-    leak_sum = leak.sum()
     g_theta[:] = 0.0
     g_leak[:] = 0.0
     g_logit_prior[:] = 0.0
@@ -166,15 +184,13 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, logit_q, logit_prior, unifor
             for k in range(K):
                 g_theta[i, k] += q_row[k]
     # dense part: every feature is inactive unless added back above
-    for i in range(D):
-        g_leak[i] -= B
-        for k in range(K):
-            g_theta[i, k] -= q_total[k]
+    for k in range(K):
+        g_theta_dense[k] = -q_total[k]
 
 
 @njit
-def discrete_elbo(indptr, indices, theta, leak, logit_q, logit_prior, uniforms,
-                  out):
+def discrete_elbo(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
+                  logit_prior, uniforms, out):
     """True ELBO per row, Monte Carlo over S exact discrete samples of q.
 
     ``z_sk = 1{uniforms[s, k] < q_nk}``: the same uniforms serve every row
@@ -187,6 +203,10 @@ def discrete_elbo(indptr, indices, theta, leak, logit_q, logit_prior, uniforms,
         CSR structure of the binary data (B rows).
     theta : float64 array of shape (D, K)
     leak : float64 array of shape (D,)
+    colsum : float64 array of shape (K,)
+        ``theta.sum(axis=0)``.
+    leak_sum : float
+        ``leak.sum()``.
     logit_q : float64 array of shape (B, K)
     logit_prior : float64 array of shape (K,)
     uniforms : float64 array of shape (S, K), values in [0, 1)
@@ -197,8 +217,6 @@ def discrete_elbo(indptr, indices, theta, leak, logit_q, logit_prior, uniforms,
     K = theta.shape[1]
     B = logit_q.shape[0]
     S = uniforms.shape[0]
-    colsum = theta.sum(axis=0)
-    leak_sum = leak.sum()
     active_sum = np.empty(K)
     on = np.empty(K, dtype=np.int64)
     for n in range(B):
@@ -244,18 +262,18 @@ def acp_psi(indptr, indices, hidden, coef_out, intercept_out, pre_out, psi_out):
 
 
 @njit
-def acp_logits(indptr, indices, psi, theta, logit_prior, out):
+def acp_logits(indptr, indices, psi, theta, colsum, logit_prior, out):
     """ACP posterior logits, [Yan] supplement Eq. 5.
 
     ``out[n, k] = sum_{i in A_n} psi_ni theta_ik - sum_{i not in A_n} theta_ik
     + logit_prior[k]``, computed as
     ``logit_prior[k] - colsum_k + sum_{i in A_n} (psi_ni + 1) theta_ik``.
 
-    Shapes: psi (nnz,), theta (D, K), logit_prior (K,), out (B, K).
+    Shapes: psi (nnz,), theta (D, K) or (A, K), colsum (K,) (``sum_i
+    theta_ik`` over all D features), logit_prior (K,), out (B, K).
     """
     K = theta.shape[1]
     B = out.shape[0]
-    colsum = theta.sum(axis=0)
     for n in range(B):
         for k in range(K):
             out[n, k] = logit_prior[k] - colsum[k]
@@ -268,16 +286,16 @@ def acp_logits(indptr, indices, psi, theta, logit_prior, out):
 
 @njit
 def acp_backward(indptr, indices, g_logit_q, psi, pre, theta, hidden, coef_out,
-                 g_theta, g_coef_out, g_intercept_out, g_hidden):
+                 g_theta, g_theta_dense, g_coef_out, g_intercept_out, g_hidden):
     """Back-propagate d/d logit_q through :func:`acp_logits` and :func:`acp_psi`.
 
-    Adds to ``g_theta`` (D, K) the gradient through the logits (including the
-    dense ``-colsum`` part), and overwrites ``g_coef_out`` (D, H),
-    ``g_intercept_out`` (D,) and ``g_hidden`` (B, H). The gradient with
-    respect to ``logit_prior`` through the logits is ``g_logit_q.sum(0)`` and
-    is left to the caller.
+    Adds the gradient through the logits to ``g_theta`` (active rows, shaped
+    as theta) and its dense ``-colsum`` part to ``g_theta_dense`` (K,), and
+    overwrites ``g_coef_out`` (rows shaped as coef_out), ``g_intercept_out``
+    and ``g_hidden`` (B, H). The gradient with respect to ``logit_prior``
+    through the logits is ``g_logit_q.sum(0)`` and is left to the caller.
     """
-    D, K = theta.shape
+    K = theta.shape[1]
     B, H = hidden.shape
     g_coef_out[:] = 0.0
     g_intercept_out[:] = 0.0
@@ -298,6 +316,5 @@ def acp_backward(indptr, indices, g_logit_q, psi, pre, theta, hidden, coef_out,
             for h in range(H):
                 g_coef_out[i, h] += g_pre * hidden[n, h]
                 g_hidden[n, h] += g_pre * coef_out[i, h]
-    for i in range(D):
-        for k in range(K):
-            g_theta[i, k] -= g_total[k]
+    for k in range(K):
+        g_theta_dense[k] -= g_total[k]
