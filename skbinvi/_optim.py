@@ -88,7 +88,7 @@ def _adam_update_softplus_rows(raw, value, slope, colsum, rows, grad, delayed, l
 
 def _rows_view(array):
     """2-D view (n_rows, -1) of a C-contiguous array (a 1-D array gets one column)."""
-    return array.reshape(array.shape[0], -1)
+    return array.reshape(array.shape[0], math.prod(array.shape[1:]))
 
 
 class Adam:

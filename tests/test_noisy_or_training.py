@@ -95,6 +95,23 @@ def test_row_sparse_epochs_match_dense_reference(inference, window, monkeypatch)
     assert_allclose(fast._colsum, fast._theta.sum(0), rtol=1e-12)
 
 
+@pytest.mark.parametrize("inference", ["acp", "avi"])
+def test_minibatches_without_active_features(inference):
+    """All-zero minibatches update only the dense parts (every feature is inactive)."""
+    X, _ = make_noisy_or(40, 12, 2, density=0.2, sparse=True, random_state=0)
+    est = NoisyORFactorizer(2, inference=inference, batch_size=8, random_state=0)
+    est.partial_fit(X)
+    theta = est.components_.copy()
+    leak = est.leak_.copy()
+    est.partial_fit(np.zeros((16, 12)))
+    # no word is seen: every gradient is negative, the weights and leak go down
+    # (Adam's momentum from the first epoch may still lift single entries)
+    assert est.components_.sum() < theta.sum()
+    assert est.leak_.sum() < leak.sum()
+    assert np.mean(est.components_ < theta) > 0.9
+    assert np.isfinite(est.score(X))
+
+
 def test_window_is_short_on_reuters_and_grows_on_wide_sparse_data():
     X = load_reuters(subset="train").data
     est = NoisyORFactorizer()

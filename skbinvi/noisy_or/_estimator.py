@@ -236,9 +236,13 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     -----
     **Cost.** With the identity :math:`\sum_{i: x_i=0} \theta_{ik} =
     \sum_i \theta_{ik} - \sum_{i: x_i=1} \theta_{ik}`, the ELBO of a row and
-    its gradient cost O(nnz(x) K M), not O(n_features K); each minibatch adds
-    O(n_features (K + H)) for the dense parameter update. The ACP encoder
-    evaluates psi only at the active features.
+    its gradient cost O(nnz(x) K M), not O(n_features K). The ACP encoder
+    evaluates psi only at the active features, and a minibatch updates only
+    the parameter rows of the features active in it (theta, the leak, the
+    encoder's per-feature layers; lazy Adam). The gradient part that every
+    feature's theta and leak receive is given to the other rows, summed
+    exactly, every few minibatches and at the end of every epoch, so an epoch
+    costs O(nnz K M) plus O(n_features K) (see the User Guide).
 
     **Units.** :meth:`score_samples` returns the ELBO of each row in nats;
     :meth:`score` its mean (nats per row). Both use ``n_score_samples`` exact
