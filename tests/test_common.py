@@ -10,6 +10,8 @@ ESTIMATORS = [
                       n_score_samples=20, random_state=0),
     NoisyORFactorizer(n_components=3, inference="avi", hidden_layer_sizes=(8,),
                       max_iter=5, n_score_samples=20, random_state=0),
+    NoisyORFactorizer(n_components=3, inference="svi", max_iter=5, n_transform_steps=10,
+                      n_score_samples=20, random_state=0),
 ]
 
 

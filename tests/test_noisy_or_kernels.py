@@ -288,3 +288,98 @@ def test_kl_term_uses_stable_log_sigmoid():
         expected = expit(lq) * (lq - lp) + log_expit(-lq) - log_expit(-lp)
         assert_allclose(kl_bernoulli_logits(lq, lp), expected, rtol=1e-12)
         assert kl_bernoulli_logits(lq, lp) >= 0.0
+
+
+def _reference_local_targets(X, theta, leak, logit_q, logit_prior, uniforms):
+    """Dense NumPy version of local_expectation_logits (same samples)."""
+    x = X.toarray()
+    q = expit(logit_q)
+    B, K = logit_q.shape
+    out = np.empty((B, K))
+    f = lambda u: np.log(-np.expm1(-u))  # noqa: E731
+    for n in range(B):
+        U = uniforms[0] if uniforms.shape[0] == 1 else uniforms[n]
+        z = (U < q[n]).astype(float)  # (S, K)
+        u = leak + z @ theta.T  # (S, D)
+        for k in range(K):
+            off = u - z[:, [k]] * theta[:, k]
+            delta = (x[n] * (f(off + theta[:, k]) - f(off))).sum(1).mean()
+            out[n, k] = logit_prior[k] + delta - ((1 - x[n]) * theta[:, k]).sum()
+    return out
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_local_expectation_logits_match_reference(shared):
+    X, theta, leak, logit_q, logit_prior, _ = _problem(seed=9, B=5, D=11, K=4)
+    rng = np.random.default_rng(3)
+    uniforms = rng.random((1 if shared else 5, 30, 4))
+    out = np.empty_like(logit_q)
+    _kernels.local_expectation_logits(*_csr(X), theta, leak, theta.sum(0), logit_q,
+                                      logit_prior, uniforms, out)
+    expected = _reference_local_targets(X, theta, leak, logit_q, logit_prior, uniforms)
+    assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_local_expectation_is_the_natural_gradient_of_the_exact_elbo():
+    """q(1 - q) (target - logit q) = dL/d logit q, L by enumeration of 2^K states."""
+    X, theta, leak, logit_q, logit_prior, _ = _problem(seed=10, B=3, D=10, K=3,
+                                                       density=0.5)
+    uniforms = np.random.default_rng(4).random((1, 40000, 3))
+    out = np.empty_like(logit_q)
+    _kernels.local_expectation_logits(*_csr(X), theta, leak, theta.sum(0), logit_q,
+                                      logit_prior, uniforms, out)
+    x = X.toarray()
+    eps = 1e-6
+    for n in range(X.shape[0]):
+        q = expit(logit_q[n])
+        for k in range(3):
+            up, down = logit_q[n].copy(), logit_q[n].copy()
+            up[k] += eps
+            down[k] -= eps
+            grad = (_exact_elbo(x[n], theta, leak, up, logit_prior)
+                    - _exact_elbo(x[n], theta, leak, down, logit_prior)) / (2 * eps)
+            natural = grad / (q[k] * (1 - q[k]))
+            assert abs((out[n, k] - logit_q[n, k]) - natural) < 0.03, (n, k)
+
+
+def _exact_log_likelihood(x, theta, leak, logit_prior):
+    K = theta.shape[1]
+    mu = expit(logit_prior)
+    total = 0.0
+    for state in itertools.product([0.0, 1.0], repeat=K):
+        z = np.array(state)
+        u = leak + theta @ z
+        log_joint = np.sum(np.where(x == 1, np.log(-np.expm1(-u)), -u)) + np.sum(
+            z * np.log(mu) + (1 - z) * np.log(1 - mu))
+        total += np.exp(log_joint)
+    return np.log(total)
+
+
+def test_importance_log_likelihood_reference_and_bounds():
+    X, theta, leak, logit_q, logit_prior, _ = _problem(seed=11, B=4, D=10, K=3)
+    x = X.toarray()
+    rng = np.random.default_rng(5)
+    # same samples: a NumPy reference of log mean exp(log p(x, z) - log q(z))
+    uniforms = rng.random((64, 3))
+    out = np.empty(4)
+    _kernels.importance_log_likelihood(*_csr(X), theta, leak, theta.sum(0), leak.sum(),
+                                       logit_q, logit_prior, uniforms, out)
+    q, mu = expit(logit_q), expit(logit_prior)
+    for n in range(4):
+        z = (uniforms < q[n]).astype(float)
+        u = leak + z @ theta.T
+        log_lik = np.where(x[n] == 1, np.log(-np.expm1(-u)), -u).sum(1)
+        log_prior = (z * np.log(mu) + (1 - z) * np.log(1 - mu)).sum(1)
+        log_q = (z * np.log(q[n]) + (1 - z) * np.log(1 - q[n])).sum(1)
+        w = log_lik + log_prior - log_q
+        expected = w.max() + np.log(np.mean(np.exp(w - w.max())))
+        assert_allclose(out[n], expected, rtol=1e-12)
+    # many samples: close to the exact log-likelihood and above the exact ELBO
+    uniforms = rng.random((40000, 3))
+    _kernels.importance_log_likelihood(*_csr(X), theta, leak, theta.sum(0), leak.sum(),
+                                       logit_q, logit_prior, uniforms, out)
+    for n in range(4):
+        exact = _exact_log_likelihood(x[n], theta, leak, logit_prior)
+        elbo = _exact_elbo(x[n], theta, leak, logit_q[n], logit_prior)
+        assert abs(out[n] - exact) < 0.02, (out[n], exact)
+        assert exact >= elbo - 1e-12

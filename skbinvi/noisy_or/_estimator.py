@@ -40,6 +40,12 @@ def _csr_arrays(X):
     return X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int64, copy=False)
 
 
+# "svi": step size of the damped natural-gradient (mean-field) steps on a row's
+# logits (1 would be the parallel mean-field update, which can oscillate), and
+# the largest logit change at which transform stops iterating a row.
+_LOCAL_STEP = 0.5
+_LOCAL_TOL = 1e-4
+
 # Cost of one delayed Adam update of an entry of theta (softplus, moments,
 # streaming five (n_features, K) arrays) in units of one multiply-add of the
 # ELBO kernel: measured ~21 ns against ~2.7 ns on the development machine.
@@ -52,7 +58,8 @@ def _update_window(estimator, nnz_per_batch, n_batches):
     A delayed update touches every row of theta and the leak: n_features *
     (K + 1) entries, each costing about ``_DELAYED_UPDATE_COST`` multiply-adds.
     A minibatch costs about nnz_per_batch * (M K + P) multiply-adds, with
-    P = K + 1 + H_1 (+ H_last + 1 for "acp") parameters per active feature.
+    P = K + 1 + H_1 (+ H_last + 1 for "acp") parameters per active feature
+    ("svi": P = K + 1, plus M K per local step).
     The window is the smallest number of minibatches whose work is at least
     one delayed update, so the delayed updates at most double the cost of an
     epoch, which stays proportional to nnz. It is 1 (every row of theta and
@@ -61,9 +68,18 @@ def _update_window(estimator, nnz_per_batch, n_batches):
     data; the end of an epoch always applies the delayed updates.
     """
     K = estimator.n_components
-    sizes = estimator._hidden_sizes()
-    n_per_row = K + 1 + sizes[0] + (sizes[-1] + 1 if estimator.inference == "acp" else 0)
-    batch_work = max(nnz_per_batch, 1.0) * (estimator.n_mc_samples * K + n_per_row)
+    M = estimator.n_mc_samples
+    if estimator.inference == "svi":
+        # no encoder; each visit also runs n_local_steps local sweeps
+        n_per_row = K + 1
+        per_nnz = M * K * (1 + estimator.n_local_steps) + n_per_row
+    else:
+        sizes = estimator._hidden_sizes()
+        n_per_row = K + 1 + sizes[0]
+        if estimator.inference == "acp":
+            n_per_row += sizes[-1] + 1
+        per_nnz = M * K + n_per_row
+    batch_work = max(nnz_per_batch, 1.0) * per_nnz
     update_work = _DELAYED_UPDATE_COST * estimator.n_features_in_ * (K + 1)
     return max(1, min(int(np.ceil(update_work / batch_work)), n_batches))
 
@@ -92,7 +108,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             - \sum_k \mathrm{KL}\big(\mathrm{Bern}(q_k) \,\|\, \mathrm{Bern}(\mu_k)\big)
 
     under a factorized posterior :math:`q(z \mid x) = \prod_k
-    \mathrm{Bern}(q_k)` whose parameters an encoder network computes from x:
+    \mathrm{Bern}(q_k)`. With amortized inference an encoder network computes
+    the parameters of q from x:
 
     - ``inference="acp"`` (amortized conjugate posterior, [1]_ supplement
       Eq. 5): the encoder outputs the dual variables
@@ -103,11 +120,26 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     - ``inference="avi"`` (amortized VI): the encoder outputs
       :math:`\operatorname{logit} q_k` directly.
 
+    Without amortization, ``inference="svi"`` (stochastic VI) gives every row
+    its own free logits :math:`\lambda = \operatorname{logit} q`, optimized
+    with the model fixed by damped natural-gradient steps
+    :math:`\lambda \leftarrow \lambda + \tfrac12 (\lambda^* - \lambda)`,
+    where :math:`\lambda^*_k = \operatorname{logit}\mu_k +
+    \mathbb{E}_{q_{-k}}[\sum_{i: x_i=1} f(u_i \mid z_k{=}1) - f(u_i \mid
+    z_k{=}0)] - \sum_{i: x_i=0}\theta_{ik}` is the mean-field update
+    (:math:`f(u) = \log(1 - e^{-u})`, the expectation over
+    ``n_mc_samples`` exact samples, z_k summed out exactly). In ``fit`` each
+    minibatch first takes ``n_local_steps`` such steps on its rows' logits
+    (kept from the previous epoch), then one step on the model; ``transform``
+    runs up to ``n_transform_steps`` steps from the prior for new rows, as
+    :class:`~sklearn.decomposition.LatentDirichletAllocation` runs its E-step.
+
     Training follows [1]_ Algorithm 1: minibatches, Adam, ``n_mc_samples``
     binary-Concrete (Gumbel-softmax) relaxed samples of z per row with a
     temperature decayed exponentially from ``temperature`` to
     ``min_temperature``, and gradients with respect to theta, the leak, mu and
-    the encoder jointly (derived by hand, run in Numba kernels).
+    the encoder jointly (derived by hand, run in Numba kernels); "svi" uses
+    the same relaxed gradient for theta, the leak and mu.
 
     Read more in the :ref:`User Guide <noisy_or>`.
 
@@ -115,8 +147,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     ----------
     n_components : int, default=50
         Number of latent causes K.
-    inference : {"acp", "avi"}, default="acp"
-        Amortized inference method (see above).
+    inference : {"acp", "avi", "svi"}, default="acp"
+        Inference method (see above).
     init : {"data", "random"}, default="data"
         Initialization of the weights theta. Both start from small random
         weights (column sums of order one) and a leak that explains each
@@ -126,7 +158,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         growth Adam needs many epochs for (on Reuters headlines, 100 epochs
         of "random" stay near the leak-only model).
     hidden_layer_sizes : array-like of int, default=(100,)
-        Sizes of the encoder's hidden layers (at least one layer).
+        Sizes of the encoder's hidden layers (at least one layer); not used
+        by "svi".
     activation : {"relu", "tanh"}, default="relu"
         Activation of the encoder's hidden layers.
     n_mc_samples : int, default=10
@@ -176,6 +209,17 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         as 0 (as in :class:`~sklearn.naive_bayes.BernoulliNB`), so counts or
         tf-idf weights become presence/absence. With ``None``, X must contain
         only 0 and 1. Negative values are always an error.
+    n_local_steps : int, default=5
+        "svi" only: natural-gradient steps on the logits of a minibatch's rows
+        each time ``fit`` visits them (from where the previous visit left
+        them; from the prior on the first visit and in ``partial_fit``, which
+        then takes ``n_transform_steps``).
+    n_transform_steps : int, default=50
+        "svi" only: maximal number of natural-gradient steps on the logits of
+        a new row in :meth:`transform`, :meth:`score` and
+        :meth:`score_samples` (a row stops when no logit moves by more than
+        1e-4), with ``n_mc_samples`` common random numbers fixed at fit time,
+        so the result is deterministic and does not depend on the other rows.
     n_score_samples : int, default=100
         Exact discrete samples of q per row used by :meth:`score` and
         :meth:`score_samples` (100 in [1]_).
@@ -219,7 +263,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         transposed so that the rows of active features are contiguous).
     encoder_intercepts_ : list of ndarray
         Encoder intercepts, one per layer (the "acp" output layer has one per
-        feature).
+        feature). Both lists are empty for "svi", which has no encoder.
     n_features_in_ : int
         Number of features seen during :term:`fit`.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -279,7 +323,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
 
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
-        "inference": [StrOptions({"acp", "avi"})],
+        "inference": [StrOptions({"acp", "avi", "svi"})],
         "init": [StrOptions({"data", "random"})],
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "activation": [StrOptions({"relu", "tanh"})],
@@ -296,6 +340,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         "early_stopping": ["boolean"],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "binarize": [None, Interval(Real, 0, None, closed="left")],
+        "n_local_steps": [Interval(Integral, 1, None, closed="left")],
+        "n_transform_steps": [Interval(Integral, 1, None, closed="left")],
         "n_score_samples": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -322,6 +368,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         early_stopping=False,
         validation_fraction=0.1,
         binarize=0.0,
+        n_local_steps=5,
+        n_transform_steps=50,
         n_score_samples=100,
         random_state=None,
         verbose=0,
@@ -344,6 +392,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.binarize = binarize
+        self.n_local_steps = n_local_steps
+        self.n_transform_steps = n_transform_steps
         self.n_score_samples = n_score_samples
         self.random_state = random_state
         self.verbose = verbose
@@ -391,6 +441,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self._logit_prior = np.full(K, logit(min(0.5, 5.0 / K) if K > 1 else 0.5))
         fan_in = [n_features] + sizes[:-1]
         self.encoder_coefs_, self.encoder_intercepts_ = [], []
+        if self.inference == "svi":
+            fan_in = sizes = []  # no encoder
         for a, b in zip(fan_in, sizes):
             coef, intercept = _encoder.init_layer(a, b, rng)
             self.encoder_coefs_.append(coef)
@@ -399,13 +451,18 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             coef, intercept = _encoder.init_layer(sizes[-1], K, rng)
             # q starts near the prior, as the ACP logits do
             intercept[:] = self._logit_prior
-        else:
+        elif self.inference == "acp":
             coef, intercept = _encoder.init_layer(sizes[-1], n_features, rng)
             coef = np.ascontiguousarray(coef.T)
             # psi starts near 1 (softplus(0.55) = 1): the neutral dual value.
             intercept = np.full(n_features, 0.55)
-        self.encoder_coefs_.append(coef)
-        self.encoder_intercepts_.append(intercept)
+        if self.inference != "svi":
+            self.encoder_coefs_.append(coef)
+            self.encoder_intercepts_.append(intercept)
+        if self.inference == "svi":
+            # common random numbers of the local optimization of new rows
+            self._local_uniforms = rng.random_sample((1, self.n_mc_samples, K))
+        self._local_logits = None
         self._theta, self._theta_slope = np.empty_like(theta0), np.empty_like(theta0)
         self._leak, self._leak_slope = np.empty(n_features), np.empty(n_features)
         self._colsum, self._leak_sum = np.empty(K), np.empty(1)
@@ -438,6 +495,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         intercepts).
         """
         n_layers = len(self.encoder_coefs_)
+        if self.inference == "svi":
+            return [0, 1], []
         others = [3]
         if self.inference == "acp":
             others += [2 + n_layers, 2 + 2 * n_layers]
@@ -490,7 +549,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                             self._logit_prior, logit_q)
         return logit_q, (hidden, pre, psi)
 
-    def _batch_gradients(self, X, uniforms, temperature):
+    def _batch_gradients(self, X, uniforms, temperature, logit_q=None):
         """Relaxed ELBO gradients of one minibatch (sum over its rows), row-sparse.
 
         Only the A features active in the batch get a row of gradient: the
@@ -503,6 +562,9 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             Uniform draws in (0, 1) for the logistic noise of the relaxed
             samples.
         temperature : float
+        logit_q : ndarray of shape (B, n_components), optional
+            "svi": the rows' free logits (held fixed; no gradient is returned
+            for them). The amortized methods compute them with the encoder.
 
         Returns
         -------
@@ -531,7 +593,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         if self.inference == "acp":
             head = (self.encoder_coefs_[-1][features],
                     self.encoder_intercepts_[-1][features])
-        logit_q, (hidden, pre, psi) = self._encode(X, indptr, local, theta, head)
+        if self.inference != "svi":
+            logit_q, (hidden, pre, psi) = self._encode(X, indptr, local, theta, head)
         g_theta = np.empty_like(theta)
         g_leak = np.empty_like(leak)
         g_theta_dense = np.empty(K)
@@ -544,6 +607,9 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             self._logit_prior, uniforms, temperature, g_theta, g_leak,
             g_theta_dense, g_logit_q, g_logit_prior, elbo_relaxed, elbo_discrete,
         )
+        if self.inference == "svi":
+            grads = [g_theta, g_leak, g_logit_prior]
+            return features, grads, g_theta_dense, elbo_relaxed, elbo_discrete
         if self.inference == "avi":
             coef_out = self.encoder_coefs_[-1]
             g_coef_out = hidden[-1].T @ g_logit_q
@@ -576,7 +642,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         ]
         return features, grads, g_theta_dense, elbo_relaxed, elbo_discrete
 
-    def _full_gradients(self, X, uniforms, temperature):
+    def _full_gradients(self, X, uniforms, temperature, logit_q=None):
         """Dense gradients of the summed relaxed ELBO with respect to every parameter.
 
         Same order and shapes as :meth:`_parameters` (raw parameters: the
@@ -584,7 +650,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         row-sparse :meth:`_batch_gradients`, used by the tests.
         """
         features, grads, g_theta_dense, *elbos = self._batch_gradients(
-            X, uniforms, temperature)
+            X, uniforms, temperature, logit_q)
         full = []
         softplus_rows, other_rows = self._row_parameters()
         for i, (param, grad) in enumerate(zip(self._parameters(), grads)):
@@ -634,11 +700,15 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         now = 0
         total = 0.0
         for b, batch in enumerate(gen_batches(n_samples, batch_size)):
-            X_batch = X[order[batch]]
+            rows = order[batch]
+            X_batch = X[rows]
             B = X_batch.shape[0]
+            logit_q = None
+            if self.inference == "svi":
+                logit_q = self._local_step(X_batch, rows, rng)
             uniforms = rng.random_sample((B, self.n_mc_samples, K))
             features, grads, g_dense, _, elbo_discrete = self._batch_gradients(
-                X_batch, uniforms, tau)
+                X_batch, uniforms, tau, logit_q)
             now += 1
             delayed_theta[now] = delayed_theta[now - 1] + g_dense / B
             opt.tick()
@@ -658,6 +728,31 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self._epoch += 1
         return total / n_samples
 
+    def _local_step(self, X, rows, rng):
+        """"svi": update and return the logits of the rows ``rows`` of the training set.
+
+        In ``fit`` the logits of the training rows are kept between epochs
+        (``_local_logits``) and take ``n_local_steps`` steps per visit; in
+        ``partial_fit`` (``_local_logits`` is None) the rows are new and start
+        from the prior with ``n_transform_steps`` steps. The Monte Carlo
+        samples are fresh at every visit.
+        """
+        B, K = X.shape[0], self.n_components
+        uniforms = rng.random_sample((B, self.n_mc_samples, K))
+        if self._local_logits is None:
+            logit_q = np.tile(self._logit_prior, (B, 1))
+            n_steps = self.n_transform_steps
+        else:
+            logit_q = self._local_logits[rows]
+            n_steps = self.n_local_steps
+        indptr, indices = _csr_arrays(X)
+        _kernels.local_optimize(indptr, indices, self._theta, self._leak, self._colsum,
+                                self._logit_prior, uniforms, n_steps, _LOCAL_STEP,
+                                0.0, logit_q)
+        if self._local_logits is not None:
+            self._local_logits[rows] = logit_q
+        return logit_q
+
     def _apply_delayed(self, delayed_theta, delayed_leak, now):
         """Give the theta and leak rows not updated at step ``now`` their delayed step."""
         opt = self._optimizer
@@ -672,15 +767,34 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self._colsum[:] = self._theta.sum(axis=0)
         self._leak_sum[0] = self._leak.sum()
 
-    def _elbo_rows(self, X):
+    def _posterior_logits(self, X):
+        """logit q(z | x) of every row of a binary CSR matrix, deterministic.
+
+        Amortized methods: the encoder. "svi": up to ``n_transform_steps``
+        local steps from the prior with the common random numbers fixed at
+        initialization, each row on its own.
+        """
+        indptr, indices = _csr_arrays(X)
+        if self.inference == "svi":
+            logit_q = np.tile(self._logit_prior, (X.shape[0], 1))
+            _kernels.local_optimize(
+                indptr, indices, self._theta, self._leak, self._colsum,
+                self._logit_prior, self._local_uniforms, self.n_transform_steps,
+                _LOCAL_STEP, _LOCAL_TOL, logit_q,
+            )
+            return logit_q
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._encode(X, indptr, indices, self._theta)[0]
+
+    def _elbo_rows(self, X, n_samples=None):
         """True ELBO of every row of a binary CSR matrix (nats), deterministic."""
         indptr, indices = _csr_arrays(X)
-        with threadpool_limits(limits=1, user_api="blas"):
-            logit_q, _ = self._encode(X, indptr, indices, self._theta)
+        logit_q = self._posterior_logits(X)
+        uniforms = self._common_uniforms(n_samples or self.n_score_samples)
         out = np.empty(X.shape[0])
         _kernels.discrete_elbo(
             indptr, indices, self._theta, self._leak, self._colsum,
-            self._leak_sum[0], logit_q, self._logit_prior, self._score_uniforms, out,
+            self._leak_sum[0], logit_q, self._logit_prior, uniforms, out,
         )
         return out
 
@@ -727,7 +841,11 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         best_elbo, best_state, best_converged = -np.inf, None, False
         for _ in range(self.n_init):
             self._initialize(X, rng)
+            if self.inference == "svi":
+                # the training rows' logits, kept between epochs
+                self._local_logits = np.tile(self._logit_prior, (X.shape[0], 1))
             converged = self._train(X, X_val, rng, self.max_iter)
+            self._local_logits = None
             self.elbo_ = float(self._elbo_rows(X).mean())
             if best_state is None or self.elbo_ > best_elbo:
                 best_elbo, best_converged = self.elbo_, converged
@@ -865,36 +983,71 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         """
         check_is_fitted(self)
         X = self._check_X(X, reset=False)
-        with threadpool_limits(limits=1, user_api="blas"):
-            logit_q, _ = self._encode(X, *_csr_arrays(X), self._theta)
-        return expit(logit_q)
+        return expit(self._posterior_logits(X))
 
-    def score_samples(self, X):
-        """True ELBO of every row in nats (a lower bound on log p(x)).
-
-        Estimated with ``n_score_samples`` exact discrete samples of q (common
-        random numbers fixed at fit time, so the result is deterministic).
+    def score_samples(self, X, *, method="elbo", n_samples=None):
+        """Per-row lower bound on log p(x) in nats: the ELBO, or a tighter estimate.
 
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Data, binarized as in :meth:`fit`.
+        method : {"elbo", "iwae"}, default="elbo"
+            "elbo": the true ELBO of q(z | x), estimated with exact discrete
+            samples of q. "iwae": the importance-weighted estimate
+            ``log 1/S sum_s p(x, z_s) / q(z_s | x)``, z_s ~ q (Burda et al.,
+            ICLR 2016), whose expectation lies between the ELBO and log p(x)
+            and tends to log p(x) as S grows: the number to compare held-out
+            likelihoods with.
+        n_samples : int, default=None
+            Number S of samples of q per row; None means ``n_score_samples``
+            for "elbo" and 1000 for "iwae". The samples are common random
+            numbers fixed at fit time (the same for every row), so the result
+            is deterministic and a row's value does not depend on the others.
 
         Returns
         -------
-        elbo : ndarray of shape (n_samples,)
-            ELBO of each row, nats.
+        log_likelihood_bound : ndarray of shape (n_samples,), float64
+            Nats per row.
 
         Raises
         ------
         sklearn.exceptions.NotFittedError
             If the estimator is not fitted.
         ValueError
-            If X has the wrong number of features or invalid values.
+            If X has the wrong number of features or invalid values, if
+            ``method`` is unknown or ``n_samples`` is not a positive integer.
         """
         check_is_fitted(self)
+        if method not in ("elbo", "iwae"):
+            raise ValueError(
+                f"method must be 'elbo' or 'iwae'; got {method!r}."
+            )
+        if n_samples is not None and (
+            not isinstance(n_samples, Integral) or isinstance(n_samples, bool)
+            or n_samples < 1
+        ):
+            raise ValueError(f"n_samples must be a positive integer; got {n_samples!r}.")
         X = self._check_X(X, reset=False)
-        return self._elbo_rows(X)
+        if method == "elbo":
+            return self._elbo_rows(X, n_samples)
+        uniforms = self._common_uniforms(1000 if n_samples is None else n_samples)
+        indptr, indices = _csr_arrays(X)
+        logit_q = self._posterior_logits(X)
+        out = np.empty(X.shape[0])
+        _kernels.importance_log_likelihood(
+            indptr, indices, self._theta, self._leak, self._colsum,
+            self._leak_sum[0], logit_q, self._logit_prior, uniforms, out,
+        )
+        return out
+
+    def _common_uniforms(self, n_samples):
+        """Uniforms (n_samples, K) from the seed drawn at fit time (deterministic)."""
+        if n_samples == self.n_score_samples:
+            return self._score_uniforms
+        # seeded by the fit-time common random numbers: deterministic per model
+        seed = int(self._score_uniforms[0, 0] * np.iinfo(np.int32).max)
+        return np.random.RandomState(seed).random_sample((n_samples, self.n_components))
 
     def score(self, X, y=None):
         """Mean true ELBO per row, in nats (higher is better).
