@@ -313,23 +313,24 @@ fig.suptitle("Reuters-21578 headlines: noisy-OR features vs raw X")
 # ~~~~~~~~~~~~~~~~~~~~~~~
 #
 # With 60 epochs and 3 seeds, the noisy-OR features reach an exact-match score
-# of 0.84 to 0.88 with all 5,048 training documents, against 0.93 for the same
+# of 0.83 to 0.88 with all 5,048 training documents, against 0.93 for the same
 # classifier on the raw words, and the gap widens as the training set shrinks
-# (0.65 to 0.71 against 0.88 with 500 documents): on these short headlines (4
+# (0.64 to 0.71 against 0.88 with 500 documents): on these short headlines (4
 # words on average) a linear classifier on the words themselves is hard to
 # beat, and a 50- to 150-dimensional summary learned without the labels loses
 # some of the information the topics need.
 #
 # The comparison of the two inference methods partly agrees with the paper.
-# With the smallest training set and ``K`` = 100 or 150, ACP is ahead of AVI
-# (0.70 against 0.68, 0.68 against 0.65), and AVI degrades more as ``K``
-# grows; with ``K`` = 50 the two are within one standard deviation. With all
-# training documents AVI is ahead for ``K`` = 50 (0.88 against 0.84), the two
-# are equal for ``K`` = 100 and ACP is ahead for ``K`` = 150. The differences are
-# of the order of 0.01 to 0.04, comparable to the spread over seeds.
+# With the smallest training set and ``K`` = 150, ACP is ahead of AVI (0.68
+# against 0.64), and AVI degrades more as ``K`` grows; with ``K`` = 50 and
+# 100 the two are within about one standard deviation. With all training
+# documents AVI is ahead for ``K`` = 50 (0.87 against 0.83) and ACP for
+# ``K`` = 100 and 150 (0.88 against 0.87, 0.87 against 0.87). The
+# differences are of the order of 0.01 to 0.04, comparable to the spread
+# over seeds.
 #
-# The test ELBO (between -19.9 and -20.7 nats per document) is at best 0.1 nats
-# better, and up to 0.7 nats worse, than the exact log-likelihood of
+# The test ELBO (between -19.8 and -20.4 nats per document) is at best 0.2
+# nats better, and up to 0.4 nats worse, than the exact log-likelihood of
 # independent words (-20.02), while the training ELBO of the same models is 2
 # to 5 nats higher (-15.7 to -17.3 with all training documents): with 939 words
 # and up to 150 causes, the model fits the training headlines much better than

@@ -78,7 +78,7 @@ def test_parameter_recovery(synthetic, inference, learning_rate):
     """Recovery of the 8 true patterns (Hungarian-matched cosine >= 0.95).
 
     Single runs can merge two overlapping patterns (a local optimum, as for any
-    gradient-trained latent variable model; measured on this data: ACP 4 and
+    gradient-trained latent variable model; measured on this data: ACP 3 and
     AVI 3 of 6 seeds recover all 8). Over 6 seeds: at least 2 runs recover all
     8 patterns, the run with the highest ELBO is one of them (so n_init
     restarts select it), and its log-likelihood is within 0.1 nats/row of the

@@ -154,9 +154,12 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         weights (column sums of order one) and a leak that explains each
         feature's frequency alone. With "data", each cause also gets weight 0.3
         on the active features of a random training row, so that causes start
-        sparse and different; "random" has only the small weights, whose
-        growth Adam needs many epochs for (on Reuters headlines, 100 epochs
-        of "random" stay near the leak-only model).
+        sparse and different; "random" has only the small weights. Measured
+        (K = 50, 60 epochs, seed 0): on Reuters headlines "random" reaches a
+        similar test ELBO (-19.66 against -19.55 nats per document) but
+        features that classify far worse (exact match 0.672 against 0.865);
+        on the synthetic recovery data of the test suite 2 of 6 seeds
+        recover every pattern, against 3 of 6 with "data".
     hidden_layer_sizes : array-like of int, default=(100,)
         Sizes of the encoder's hidden layers (at least one layer); not used
         by "svi".
@@ -195,13 +198,12 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         Hold out ``validation_fraction`` of the rows, monitor their true ELBO
         (``n_score_samples`` discrete samples) after every epoch, stop when it
         has not improved by ``tol`` for ``n_iter_no_change`` epochs, and keep
-        the parameters of the best epoch. Recommended on small corpora, which
-        the model overfits: on Reuters headlines (5048 documents, K = 50 and
-        150) it raises the held-out ELBO by 0.9 to 1.3 nats per document, in
-        half the epochs. It is off by default because on well-specified data
-        it can stop on a plateau before merged causes separate (synthetic
-        recovery test: 1 of 6 seeds recovers every pattern with it, 3 of 6
-        without).
+        the parameters of the best epoch. Measured on Reuters headlines (5048
+        documents, 60 epochs, seed 0) it raises the held-out ELBO by 0.08
+        nats per document at K = 50 and 0.23 at K = 150, where the model
+        overfits more; on the synthetic recovery data of the test suite 3 of
+        6 seeds recover every pattern with it, as without it. Off by default,
+        so that ``fit`` learns from all the rows.
     validation_fraction : float, default=0.1
         Fraction of rows held out when early stopping is used.
     binarize : float or None, default=0.0
