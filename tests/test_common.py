@@ -12,6 +12,8 @@ ESTIMATORS = [
                       max_iter=5, n_score_samples=20, random_state=0),
     NoisyORFactorizer(n_components=3, inference="svi", max_iter=5, n_transform_steps=10,
                       n_score_samples=20, random_state=0),
+    NoisyORFactorizer(n_components=3, inference="jj", max_iter=5, n_transform_steps=10,
+                      n_score_samples=20, random_state=0),
 ]
 
 

@@ -17,12 +17,13 @@ from sklearn.base import (
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state, gen_batches
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
 from .._optim import Adam
 from .._validation import check_binary
-from . import _encoder, _kernels
+from . import _encoder, _jj, _kernels
 
 
 # Weight of a seed row's features in init="data": large enough that Adam grows
@@ -45,6 +46,8 @@ def _csr_arrays(X):
 # the largest logit change at which transform stops iterating a row.
 _LOCAL_STEP = 0.5
 _LOCAL_TOL = 1e-4
+# "jj": relative gain of the bound below which a row's E-step stops in transform
+_JJ_TOL = 1e-10
 
 # Cost of one delayed Adam update of an entry of theta (softplus, moments,
 # streaming five (n_features, K) arrays) in units of one multiply-add of the
@@ -134,6 +137,19 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     runs up to ``n_transform_steps`` steps from the prior for new rows, as
     :class:`~sklearn.decomposition.LatentDirichletAllocation` runs its E-step.
 
+    ``inference="jj"`` is variational EM on the Jaakkola-Jordan lower bound
+    ([3]_, [4]_; LB-CDI in [1]_): by concavity of f, with weights
+    :math:`r_{ik} \ge 0`, :math:`\sum_k r_{ik} = 1` for each active feature,
+    :math:`f(\theta_{i0} + \sum_k \theta_{ik} z_k) \ge \sum_k r_{ik}[z_k
+    f(\theta_{i0} + \theta_{ik}/r_{ik}) + (1 - z_k) f(\theta_{i0})]`, which
+    is linear in z. The E-step alternates the closed-form q update and the
+    optimal r (``n_local_steps`` sweeps per row and iteration in ``fit``, up
+    to ``n_transform_steps`` in ``transform``); the M-step maximizes the
+    bound over theta, the leak (per feature, projected Newton steps on a
+    concave function) and mu (closed form). One ``max_iter`` iteration is one
+    E-step and one M-step on all the rows; the bound never decreases. It has
+    no minibatches, temperature or learning rate, and no ``partial_fit``.
+
     Training follows [1]_ Algorithm 1: minibatches, Adam, ``n_mc_samples``
     binary-Concrete (Gumbel-softmax) relaxed samples of z per row with a
     temperature decayed exponentially from ``temperature`` to
@@ -147,7 +163,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     ----------
     n_components : int, default=50
         Number of latent causes K.
-    inference : {"acp", "avi", "svi"}, default="acp"
+    inference : {"acp", "avi", "svi", "jj"}, default="acp"
         Inference method (see above).
     init : {"data", "random"}, default="data"
         Initialization of the weights theta. Both start from small random
@@ -162,7 +178,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         recover every pattern, against 3 of 6 with "data".
     hidden_layer_sizes : array-like of int, default=(100,)
         Sizes of the encoder's hidden layers (at least one layer); not used
-        by "svi".
+        by "svi" and "jj".
     activation : {"relu", "tanh"}, default="relu"
         Activation of the encoder's hidden layers.
     n_mc_samples : int, default=10
@@ -212,16 +228,18 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         tf-idf weights become presence/absence. With ``None``, X must contain
         only 0 and 1. Negative values are always an error.
     n_local_steps : int, default=5
-        "svi" only: natural-gradient steps on the logits of a minibatch's rows
+        "svi": natural-gradient steps on the logits of a minibatch's rows
         each time ``fit`` visits them (from where the previous visit left
         them; from the prior on the first visit and in ``partial_fit``, which
-        then takes ``n_transform_steps``).
+        then takes ``n_transform_steps``). "jj": E-step sweeps per row and EM
+        iteration. Not used by the amortized methods.
     n_transform_steps : int, default=50
-        "svi" only: maximal number of natural-gradient steps on the logits of
-        a new row in :meth:`transform`, :meth:`score` and
-        :meth:`score_samples` (a row stops when no logit moves by more than
-        1e-4), with ``n_mc_samples`` common random numbers fixed at fit time,
-        so the result is deterministic and does not depend on the other rows.
+        "svi" and "jj": maximal number of local steps (E-step sweeps) on a
+        new row in :meth:`transform`, :meth:`score` and :meth:`score_samples`
+        (a row stops when no logit moves by more than 1e-4, or for "jj" when
+        the bound gains less than 1e-10 relative); "svi" uses
+        ``n_mc_samples`` common random numbers fixed at fit time. The result
+        is deterministic and does not depend on the other rows.
     n_score_samples : int, default=100
         Exact discrete samples of q per row used by :meth:`score` and
         :meth:`score_samples` (100 in [1]_).
@@ -250,7 +268,9 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         Mean true ELBO per training row in nats for every epoch, estimated
         along the way with one exact discrete sample of q per row and step
         (an unbiased estimate of the objective that :meth:`score` reports,
-        with the parameters moving during the epoch).
+        with the parameters moving during the epoch). For "jj", the mean
+        Jaakkola-Jordan bound per row after every EM iteration, which EM
+        maximizes (non-decreasing, below the true ELBO).
     validation_scores_ : ndarray of shape (`n_iter_`,) or None
         Validation ELBO (nats per row) after every epoch when early stopping
         was used, else None.
@@ -309,6 +329,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
        Gumbel-Softmax", ICLR 2017.
     .. [3] T. Jaakkola, M. Jordan, "Variational probabilistic inference and
        the QMR-DT network", JAIR 10, 1999.
+    .. [4] T. Singliar, M. Hauskrecht, "Noisy-OR component analysis and its
+       application to link analysis", JMLR 7, 2006.
 
     Examples
     --------
@@ -325,7 +347,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
 
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
-        "inference": [StrOptions({"acp", "avi", "svi"})],
+        "inference": [StrOptions({"acp", "avi", "svi", "jj"})],
         "init": [StrOptions({"data", "random"})],
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "activation": [StrOptions({"relu", "tanh"})],
@@ -443,7 +465,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         self._logit_prior = np.full(K, logit(min(0.5, 5.0 / K) if K > 1 else 0.5))
         fan_in = [n_features] + sizes[:-1]
         self.encoder_coefs_, self.encoder_intercepts_ = [], []
-        if self.inference == "svi":
+        if self.inference in ("svi", "jj"):
             fan_in = sizes = []  # no encoder
         for a, b in zip(fan_in, sizes):
             coef, intercept = _encoder.init_layer(a, b, rng)
@@ -458,13 +480,13 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             coef = np.ascontiguousarray(coef.T)
             # psi starts near 1 (softplus(0.55) = 1): the neutral dual value.
             intercept = np.full(n_features, 0.55)
-        if self.inference != "svi":
+        if self.inference in ("acp", "avi"):
             self.encoder_coefs_.append(coef)
             self.encoder_intercepts_.append(intercept)
         if self.inference == "svi":
             # common random numbers of the local optimization of new rows
             self._local_uniforms = rng.random_sample((1, self.n_mc_samples, K))
-        self._local_logits = None
+        self._local_logits = self._jj_weights = None
         self._theta, self._theta_slope = np.empty_like(theta0), np.empty_like(theta0)
         self._leak, self._leak_slope = np.empty(n_features), np.empty(n_features)
         self._colsum, self._leak_sum = np.empty(K), np.empty(1)
@@ -497,7 +519,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         intercepts).
         """
         n_layers = len(self.encoder_coefs_)
-        if self.inference == "svi":
+        if self.inference in ("svi", "jj"):
             return [0, 1], []
         others = [3]
         if self.inference == "acp":
@@ -673,6 +695,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
     def _run_epoch(self, X, rng):
         """One pass over X in shuffled minibatches; returns the mean true ELBO.
 
+        For "jj", one iteration of variational EM instead (:meth:`_em_iteration`).
+
         At each minibatch Adam updates the small parameters and the rows of
         the per-feature parameters (theta, the leak, the encoder's
         per-feature layers) of the features active in it. The encoder rows of
@@ -683,6 +707,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         with the sum of the parts they missed, which is exact because their
         parameters did not move in the meantime (see :func:`_update_window`).
         """
+        if self.inference == "jj":
+            return self._em_iteration(X)
         n_samples = X.shape[0]
         K = self.n_components
         tau = self._temperature()
@@ -729,6 +755,36 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             total += elbo_discrete.sum()
         self._epoch += 1
         return total / n_samples
+
+    def _em_iteration(self, X):
+        """"jj": one E-step and one M-step on all of X; returns the bound per row.
+
+        E-step: ``n_local_steps`` coordinate-ascent sweeps per row on q and
+        the Jensen weights r, from their values of the previous iteration
+        (``_local_logits``, ``_jj_weights``). M-step: theta, the leak and mu
+        maximize the summed bound (see :mod:`skbinvi.noisy_or._jj`). Both
+        halves never decrease the bound, so the returned mean is
+        non-decreasing over iterations. Cost O(nnz K) per sweep.
+        """
+        indptr, indices = _csr_arrays(X)
+        if self._jj_weights is None:
+            self._jj_weights = _jj.jj_init_r(indptr, indices, self._theta)
+        out = np.empty(X.shape[0])
+        _jj.jj_e_step(indptr, indices, self._theta, self._leak, self._colsum,
+                      self._leak_sum[0], self._local_logits, self._logit_prior,
+                      self._jj_weights, self.n_local_steps, 0.0, out)
+        _jj.jj_m_step(indptr, indices, self._local_logits, self._jj_weights,
+                      self._theta, self._leak, self._logit_prior)
+        # keep the raw (softplus) parameters in step; theta may be exactly 0
+        with np.errstate(divide="ignore"):
+            self._theta_raw[...] = _softplus_inverse(self._theta)
+            self._leak_raw[...] = _softplus_inverse(self._leak)
+        self._sync_constrained()
+        _jj.jj_bound(indptr, indices, self._theta, self._leak, self._colsum,
+                     self._leak_sum[0], self._local_logits, self._logit_prior,
+                     self._jj_weights, out)
+        self._epoch += 1
+        return float(out.mean())
 
     def _local_step(self, X, rows, rng):
         """"svi": update and return the logits of the rows ``rows`` of the training set.
@@ -777,6 +833,13 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         initialization, each row on its own.
         """
         indptr, indices = _csr_arrays(X)
+        if self.inference == "jj":
+            logit_q = np.tile(self._logit_prior, (X.shape[0], 1))
+            weights = _jj.jj_init_r(indptr, indices, self._theta)
+            _jj.jj_e_step(indptr, indices, self._theta, self._leak, self._colsum,
+                          self._leak_sum[0], logit_q, self._logit_prior, weights,
+                          self.n_transform_steps, _JJ_TOL, np.empty(X.shape[0]))
+            return logit_q
         if self.inference == "svi":
             logit_q = np.tile(self._logit_prior, (X.shape[0], 1))
             _kernels.local_optimize(
@@ -843,11 +906,11 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
         best_elbo, best_state, best_converged = -np.inf, None, False
         for _ in range(self.n_init):
             self._initialize(X, rng)
-            if self.inference == "svi":
+            if self.inference in ("svi", "jj"):
                 # the training rows' logits, kept between epochs
                 self._local_logits = np.tile(self._logit_prior, (X.shape[0], 1))
             converged = self._train(X, X_val, rng, self.max_iter)
-            self._local_logits = None
+            self._local_logits = self._jj_weights = None
             self.elbo_ = float(self._elbo_rows(X).mean())
             if best_state is None or self.elbo_ > best_elbo:
                 best_elbo, best_converged = self.elbo_, converged
@@ -874,6 +937,10 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
             {key: value for key, value in vars(self).items() if key not in params}
         )
 
+    def _learns_online(self):
+        return self.inference != "jj"
+
+    @available_if(_learns_online)
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y=None):
         """Run one epoch of training on X, initializing on the first call.
@@ -925,10 +992,13 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseE
                 monitored = float(self._elbo_rows(X_val).mean())
                 val_scores.append(monitored)
             if self.verbose:
-                msg = (
-                    f"Epoch {len(history)}, ELBO = {elbo:.4f} nats/row, "
-                    f"temperature = {tau:.3f}"
-                )
+                if self.inference == "jj":
+                    msg = f"EM iteration {len(history)}, bound = {elbo:.4f} nats/row"
+                else:
+                    msg = (
+                        f"Epoch {len(history)}, ELBO = {elbo:.4f} nats/row, "
+                        f"temperature = {tau:.3f}"
+                    )
                 if X_val is not None:
                     msg += f", validation ELBO = {monitored:.4f}"
                 print(msg + f", time = {time.perf_counter() - tic:.2f}s")
