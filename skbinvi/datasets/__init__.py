@@ -1,6 +1,13 @@
 """Bundled real data sets and synthetic generators with known ground truth."""
 
+from ._mnist import load_binary_mnist, make_multi_mnist
 from ._reuters import load_reuters
-from ._samples_generator import make_noisy_or
+from ._samples_generator import make_noisy_or, make_noisy_or_patterns
 
-__all__ = ["load_reuters", "make_noisy_or"]
+__all__ = [
+    "load_binary_mnist",
+    "load_reuters",
+    "make_multi_mnist",
+    "make_noisy_or",
+    "make_noisy_or_patterns",
+]
