@@ -120,3 +120,15 @@ for row, (n, method) in enumerate((n, m) for n in SIZES for m in METHODS):
                             va="center", fontsize=8)
 fig.suptitle("Noisy-OR causes learned from MULTI-MNIST")
 fig.tight_layout()
+
+# %%
+# What the full run shows
+# ~~~~~~~~~~~~~~~~~~~~~~~
+#
+# Test ELBO in nats per image (10 epochs, seed 0): with 50,000 training images
+# ACP -187.95, AVI -197.04, SVI -186.32; with 8,000 images ACP -196.64, AVI
+# -213.05, SVI -186.98. SVI is the best and degrades least with fewer images,
+# AVI the most. With 50,000 images the best-matched causes reach a cosine
+# similarity of 0.93 to 0.95 with a class-mean image (ACP's and SVI's "1",
+# AVI's "6"), while the worst matches (0.43 to 0.52, for "2" or "8") do not
+# stand for a single digit, as the paper also reports for some digits.
