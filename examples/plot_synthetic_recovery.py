@@ -1,7 +1,7 @@
 """
-==============================================================
+==================================================================
 Recovering known noisy-OR patterns with the four inference methods
-==============================================================
+==================================================================
 
 The first experiment of Yan, Ailem and Sha, *Amortized Inference of Variational
 Bounds for Learning Noisy-OR* (AISTATS 2020, supplement section 4.1 and Fig. 1):
