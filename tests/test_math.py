@@ -40,3 +40,39 @@ def test_log1mexp_boundaries():
     numeric = (np.array([_math.log1mexp(v) for v in u + eps])
                - np.array([_math.log1mexp(v) for v in u - eps])) / (2 * eps)
     assert_allclose([_math.dlog1mexp(v) for v in u], numeric, rtol=1e-6)
+
+
+PROBIT_GRID = np.concatenate([-np.logspace(-8, np.log10(40), 600), [0.0],
+                              np.logspace(-8, np.log10(40), 600)])
+
+
+def test_log_ndtr_matches_scipy_up_to_40():
+    from scipy.special import log_ndtr
+
+    got = np.array([_math.log_ndtr(t) for t in PROBIT_GRID])
+    expected = log_ndtr(PROBIT_GRID)
+    assert np.all(np.isfinite(got))
+    # relative accuracy, and absolute where log Phi underflows to 0 (t > 8.3)
+    assert_allclose(got, expected, rtol=1e-12, atol=1e-300)
+    # continuity at the branch points of the implementation
+    for edge in (-20.0, 0.0):
+        below, above = _math.log_ndtr(edge - 1e-9), _math.log_ndtr(edge + 1e-9)
+        assert abs(above - below) < 1e-8 * max(1.0, abs(below))
+
+
+def test_inverse_mills_ratio_matches_scipy_and_truncated_normal_means():
+    from scipy.special import log_ndtr
+    from scipy.stats import norm, truncnorm
+
+    got = np.array([_math.inverse_mills_ratio(t) for t in PROBIT_GRID])
+    expected = np.exp(norm.logpdf(PROBIT_GRID) - log_ndtr(PROBIT_GRID))
+    assert_allclose(got, expected, rtol=1e-10, atol=1e-300)
+    # tends to -t as t -> -inf
+    assert _math.inverse_mills_ratio(-40.0) == pytest.approx(40.0 * (1 + 1 / 1600),
+                                                           rel=1e-5)
+    # the means of unit normals truncated to [0, inf) and (-inf, 0)
+    for m in (-8.0, -1.5, 0.0, 0.7, 5.0):
+        upper = truncnorm.mean(-m, np.inf, loc=m)
+        lower = truncnorm.mean(-np.inf, -m, loc=m)
+        assert m + _math.inverse_mills_ratio(m) == pytest.approx(upper, rel=1e-9)
+        assert m - _math.inverse_mills_ratio(-m) == pytest.approx(lower, rel=1e-9)
