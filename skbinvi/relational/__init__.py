@@ -1,0 +1,1 @@
+"""The latent feature relational model (METHODS.md section 1); kernels so far."""
