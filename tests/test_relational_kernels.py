@@ -58,3 +58,99 @@ def test_kl_features_matches_numpy():
         kl = np.where(q > 0, q * np.log(q / rho), 0.0) + np.where(
             q < 1, (1 - q) * np.log((1 - q) / (1 - rho)), 0.0)
     assert_allclose(_kernels.kl_features(q, rho), kl.sum(), rtol=1e-12)
+
+
+def _cavi_problem(seed=5, N=12, D=3):
+    rng = np.random.default_rng(seed)
+    rows, cols = np.triu_indices(N, k=1)
+    keep = rng.random(rows.size) < 0.8  # some pairs unobserved
+    rows, cols = rows[keep].astype(np.int64), cols[keep].astype(np.int64)
+    x = (rng.random(rows.size) < 0.35).astype(float)
+    q = rng.uniform(0.1, 0.9, size=(N, D))
+    return rows, cols, x, q, -0.5, rng.normal(1.0, 0.8, D), 0.3
+
+
+def _bound_at(rows, cols, x, q, w0, w, mu, rho):
+    return _kernels.augmented_bound(rows, cols, x, q, w0, w, mu, rho)
+
+
+def _pair_means(rows, cols, q, w0, w):
+    m = np.empty(rows.size)
+    _kernels.pair_means(rows, cols, q, w0, w, m)
+    return m
+
+
+def test_augmented_bound_below_true_elbo_and_tight_location():
+    rows, cols, x, q, w0, w, rho = _cavi_problem()
+    m = _pair_means(rows, cols, q, w0, w)
+    at_m = _bound_at(rows, cols, x, q, w0, w, m, rho)
+    # the optimal location gives sum log Phi(s m) - V/2 - KL
+    P = q[rows] * q[cols]
+    V = (w**2 * P * (1 - P)).sum(axis=1)
+    s = 2 * x - 1
+    expected = (log_ndtr(s * m) - V / 2).sum() - _kernels.kl_features(q, rho)
+    assert_allclose(at_m, expected, rtol=1e-10)
+    # any other location is worse
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        assert _bound_at(rows, cols, x, q, w0, w, m + rng.normal(size=m.size), rho) < at_m
+    # below the true ELBO: E_q log Phi(s eta) >= log Phi(s m) - V/2 pair by pair
+    D = q.shape[1]
+    true = -_kernels.kl_features(q, rho)
+    for k in range(rows.size):
+        for bits in itertools.product([0.0, 1.0], repeat=D):
+            b = np.array(bits)
+            prob = np.prod(np.where(b == 1, P[k], 1 - P[k]))
+            true += prob * log_ndtr(s[k] * (w0 + b @ w))
+    assert at_m <= true + 1e-9
+
+
+def test_cavi_sweeps_and_weight_steps_never_decrease_the_augmented_bound():
+    rows, cols, x, q, w0, w, rho = _cavi_problem(seed=6)
+    N = q.shape[0]
+    inc = _kernels.incidence(rows, cols, N)
+    logit_rho = np.log(rho / (1 - rho))
+    m = _pair_means(rows, cols, q, w0, w)
+    mu = m.copy()
+    history = [_bound_at(rows, cols, x, q, w0, w, mu, rho)]
+    for _ in range(15):
+        # q(y): optimal location
+        mu = _pair_means(rows, cols, q, w0, w)
+        history.append(_bound_at(rows, cols, x, q, w0, w, mu, rho))
+        mean_y = np.array([_kernels.truncated_normal_mean(xp, mp) for xp, mp in zip(x, mu)])
+        # q(z): one sweep, mu (hence E[y]) fixed
+        m = _pair_means(rows, cols, q, w0, w)
+        _kernels.cavi_sweep(*inc, q, logit_rho, w0, w, mean_y, m)
+        assert_allclose(m, _pair_means(rows, cols, q, w0, w), rtol=1e-10, atol=1e-12)
+        history.append(_bound_at(rows, cols, x, q, w0, w, mu, rho))
+        # w: closed form, q(y) and q(z) fixed
+        w0, w = _kernels.weight_step(rows, cols, q, mean_y)
+        history.append(_bound_at(rows, cols, x, q, w0, w, mu, rho))
+    history = np.array(history)
+    assert np.all(np.diff(history) >= -1e-9 * np.abs(history[1:])), np.diff(history)
+    assert history[-1] > history[0] + 1.0
+
+
+def test_cavi_update_is_the_coordinate_maximizer():
+    rows, cols, x, q, w0, w, rho = _cavi_problem(seed=7)
+    inc = _kernels.incidence(rows, cols, q.shape[0])
+    mu = _pair_means(rows, cols, q, w0, w)
+    mean_y = np.array([_kernels.truncated_normal_mean(xp, mp) for xp, mp in zip(x, mu)])
+    m = _pair_means(rows, cols, q, w0, w)
+    _kernels.cavi_sweep(*inc, q, np.log(rho / (1 - rho)), w0, w, mean_y, m)
+    # after the sweep, the last coordinate updated (N-1, D-1) is at its maximum
+    best = _bound_at(rows, cols, x, q, w0, w, mu, rho)
+    for step in (-0.05, -0.01, 0.01, 0.05):
+        moved = q.copy()
+        moved[-1, -1] = np.clip(moved[-1, -1] + step, 1e-6, 1 - 1e-6)
+        assert _bound_at(rows, cols, x, moved, w0, w, mu, rho) <= best + 1e-12
+
+
+def test_truncated_normal_mean_matches_scipy():
+    from scipy.stats import truncnorm
+
+    for mu in (-30.0, -3.0, 0.0, 2.5, 30.0):
+        assert_allclose(_kernels.truncated_normal_mean(1.0, mu),
+                        truncnorm.mean(-mu, np.inf, loc=mu), rtol=1e-9)
+        assert_allclose(_kernels.truncated_normal_mean(0.0, mu),
+                        truncnorm.mean(-np.inf, -mu, loc=mu), rtol=1e-9)
