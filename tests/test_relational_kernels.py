@@ -154,3 +154,64 @@ def test_truncated_normal_mean_matches_scipy():
                         truncnorm.mean(-mu, np.inf, loc=mu), rtol=1e-9)
         assert_allclose(_kernels.truncated_normal_mean(0.0, mu),
                         truncnorm.mean(-np.inf, -mu, loc=mu), rtol=1e-9)
+
+
+def _exact_true_elbo(rows, cols, x, q, w0, w, rho):
+    """True ELBO by enumeration of all pair products (tiny problems)."""
+    D = q.shape[1]
+    P = q[rows] * q[cols]
+    s = 2 * x - 1
+    total = -_kernels.kl_features(q, rho)
+    for k in range(rows.size):
+        for bits in itertools.product([0.0, 1.0], repeat=D):
+            b = np.array(bits)
+            total += np.prod(np.where(b == 1, P[k], 1 - P[k])) * log_ndtr(
+                s[k] * (w0 + b @ w))
+    return total
+
+
+def test_mcvi_deltas_are_the_natural_gradient_of_the_true_elbo():
+    """With many samples, q(1-q)(mean Delta - logit q) = dELBO/dlogit q (enumeration)."""
+    rng = np.random.default_rng(8)
+    N, D = 5, 2
+    rows, cols = (a.astype(np.int64) for a in np.triu_indices(N, k=1))
+    x = (rng.random(rows.size) < 0.5).astype(float)
+    q = rng.uniform(0.2, 0.8, size=(N, D))
+    w0, w, rho = -0.3, np.array([1.5, -0.7]), 0.4
+    inc = _kernels.incidence(rows, cols, N)
+    S = 40000
+    out = np.empty((N, D))
+    _kernels.mcvi_mean_deltas(*inc, x, q, np.log(rho / (1 - rho)), w0, w,
+                              rng.random((S, N, D)), out)
+    eps = 1e-6
+    logit = np.log(q / (1 - q))
+    for i in range(N):
+        for d in range(D):
+            up, down = logit.copy(), logit.copy()
+            up[i, d] += eps
+            down[i, d] -= eps
+            grad = (_exact_true_elbo(rows, cols, x, 1 / (1 + np.exp(-up)), w0, w, rho)
+                    - _exact_true_elbo(rows, cols, x, 1 / (1 + np.exp(-down)), w0, w,
+                                       rho)) / (2 * eps)
+            natural = grad / (q[i, d] * (1 - q[i, d]))
+            assert abs((out[i, d] - logit[i, d]) - natural) < 0.03, (i, d)
+
+
+def test_mcvi_deltas_match_a_numpy_reference_with_the_same_samples():
+    rows, cols, x, q, w0, w, rho = _cavi_problem(seed=9, N=6, D=3)
+    N, D = q.shape
+    inc = _kernels.incidence(rows, cols, N)
+    uniforms = np.random.default_rng(2).random((7, N, D))
+    out = np.empty((N, D))
+    _kernels.mcvi_mean_deltas(*inc, x, q, 0.1, w0, w, uniforms, out)
+    expected = np.zeros((N, D))
+    for s in range(7):
+        z = (uniforms[s] < q).astype(float)
+        for k in range(rows.size):
+            for i, j in ((rows[k], cols[k]), (cols[k], rows[k])):
+                for d in range(D):
+                    if z[j, d]:
+                        a = w0 + (w * z[i] * z[j]).sum() - w[d] * z[i, d]
+                        sign = 1.0 if x[k] == 1 else -1.0
+                        expected[i, d] += log_ndtr(sign * (a + w[d])) - log_ndtr(sign * a)
+    assert_allclose(out, 0.1 + expected / 7, rtol=1e-10, atol=1e-12)
