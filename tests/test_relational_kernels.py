@@ -215,3 +215,28 @@ def test_mcvi_deltas_match_a_numpy_reference_with_the_same_samples():
                         sign = 1.0 if x[k] == 1 else -1.0
                         expected[i, d] += log_ndtr(sign * (a + w[d])) - log_ndtr(sign * a)
     assert_allclose(out, 0.1 + expected / 7, rtol=1e-10, atol=1e-12)
+
+
+def test_score_function_gradient_is_unbiased_for_the_true_elbo_gradient():
+    """With many samples, the estimate matches dELBO/dlogit q by enumeration."""
+    rng = np.random.default_rng(10)
+    N, D = 5, 2
+    rows, cols = (a.astype(np.int64) for a in np.triu_indices(N, k=1))
+    x = (rng.random(rows.size) < 0.5).astype(float)
+    q = rng.uniform(0.2, 0.8, size=(N, D))
+    w0, w, rho = -0.3, np.array([1.5, -0.7]), 0.4
+    inc = _kernels.incidence(rows, cols, N)
+    out = np.empty((N, D))
+    _kernels.score_function_gradient(*inc, x, q, np.log(rho / (1 - rho)), w0, w,
+                                     rng.random((100000, N, D)), out)
+    logit = np.log(q / (1 - q))
+    eps = 1e-6
+    for i in range(N):
+        for d in range(D):
+            up, down = logit.copy(), logit.copy()
+            up[i, d] += eps
+            down[i, d] -= eps
+            grad = (_exact_true_elbo(rows, cols, x, 1 / (1 + np.exp(-up)), w0, w, rho)
+                    - _exact_true_elbo(rows, cols, x, 1 / (1 + np.exp(-down)), w0, w,
+                                       rho)) / (2 * eps)
+            assert abs(out[i, d] - grad) < 0.02, (i, d, out[i, d], grad)

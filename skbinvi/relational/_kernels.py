@@ -290,3 +290,67 @@ def mcvi_mean_deltas(inc_indptr, inc_pair, inc_other, x, q, logit_rho, w0, w,
     for i in range(N):
         for d in range(D):
             out[i, d] = logit_rho + out[i, d] / S
+
+
+# ---------------------------------------------------------------------------
+# "score": score-function (REINFORCE) baseline (METHODS.md section 1 (c))
+# ---------------------------------------------------------------------------
+
+
+@njit
+def score_function_gradient(inc_indptr, inc_pair, inc_other, x, q, logit_rho, w0, w,
+                            uniforms, out):
+    """Rao-Blackwellized score-function estimate of dELBO / d logit q_id.
+
+    ``E_q[(z_id - q_id) f_id(z)]`` with ``f_id`` the terms of log p(x, z) -
+    log q(z) that involve z_id (its Markov blanket: its prior, the
+    likelihood of the pairs of i, and its own log q), from the S joint
+    samples ``z_s = 1{uniforms[s] < q}``, and a per-coordinate control
+    variate ``b_id = sum_s (z - q)^2 f / sum_s (z - q)^2`` subtracted from f
+    (estimated from the same samples: a small O(1/S) bias). For comparison
+    with :func:`mcvi_mean_deltas` only: it needs far more samples for the
+    same accuracy. Cost O(S P D) evaluations of log Phi.
+
+    Parameters are those of :func:`mcvi_mean_deltas`; ``out`` (N, D)
+    receives the gradient estimate with respect to the logits.
+    """
+    S, N, D = uniforms.shape
+    P = x.shape[0]
+    z = np.empty((N, D))
+    eta = np.empty(P)
+    sum_sf = np.zeros((N, D))  # sum_s (z - q) f
+    sum_ss = np.zeros((N, D))  # sum_s (z - q)^2
+    sum_ssf = np.zeros((N, D))  # sum_s (z - q)^2 f
+    sum_score = np.zeros((N, D))  # sum_s (z - q)
+    for s in range(S):
+        for i in range(N):
+            for d in range(D):
+                z[i, d] = 1.0 if uniforms[s, i, d] < q[i, d] else 0.0
+        eta[:] = math.nan
+        for i in range(N):
+            for k in range(inc_indptr[i], inc_indptr[i + 1]):
+                p, j = inc_pair[k], inc_other[k]
+                if eta[p] != eta[p]:
+                    value = w0
+                    for e in range(D):
+                        value += w[e] * z[i, e] * z[j, e]
+                    eta[p] = value
+        for i in range(N):
+            blanket = 0.0  # likelihood of the pairs of i: shared by all d
+            for k in range(inc_indptr[i], inc_indptr[i + 1]):
+                p = inc_pair[k]
+                blanket += pair_log_likelihood(x[p], eta[p])
+            for d in range(D):
+                zid, qid = z[i, d], q[i, d]
+                f = blanket + zid * logit_rho
+                f -= math.log(qid) if zid > 0.0 else math.log1p(-qid)
+                score = zid - qid
+                sum_sf[i, d] += score * f
+                sum_ss[i, d] += score * score
+                sum_ssf[i, d] += score * score * f
+                sum_score[i, d] += score
+    for i in range(N):
+        for d in range(D):
+            b = sum_ssf[i, d] / sum_ss[i, d] if sum_ss[i, d] > 0.0 else 0.0
+            # sum_s (z - q)(f - b) / S
+            out[i, d] = (sum_sf[i, d] - b * sum_score[i, d]) / S
