@@ -232,6 +232,23 @@ def weight_step(rows, cols, q, mean_y, alpha=0.0):
 
 
 @njit
+def _sample_joint(inc_indptr, inc_pair, inc_other, q, w0, w, uniforms, z, eta):
+    """One joint sample ``z = 1{uniforms < q}`` (N, D) and eta (P,) of every pair."""
+    N, D = q.shape
+    for i in range(N):
+        for d in range(D):
+            z[i, d] = 1.0 if uniforms[i, d] < q[i, d] else 0.0
+    for i in range(N):
+        for k in range(inc_indptr[i], inc_indptr[i + 1]):
+            p, j = inc_pair[k], inc_other[k]
+            if i <= j:  # each pair once, from its smaller entity
+                value = w0
+                for e in range(D):
+                    value += w[e] * z[i, e] * z[j, e]
+                eta[p] = value
+
+
+@njit
 def mcvi_mean_deltas(inc_indptr, inc_pair, inc_other, x, q, logit_rho, w0, w,
                      uniforms, out):
     """Monte Carlo estimate of E_{q_-id}[Delta_id] for every (i, d) at once.
@@ -265,18 +282,7 @@ def mcvi_mean_deltas(inc_indptr, inc_pair, inc_other, x, q, logit_rho, w0, w,
     eta = np.empty(P)
     out[:, :] = 0.0
     for s in range(S):
-        for i in range(N):
-            for d in range(D):
-                z[i, d] = 1.0 if uniforms[s, i, d] < q[i, d] else 0.0
-        eta[:] = math.nan
-        for i in range(N):
-            for k in range(inc_indptr[i], inc_indptr[i + 1]):
-                p, j = inc_pair[k], inc_other[k]
-                if eta[p] != eta[p]:  # not computed yet
-                    value = w0
-                    for e in range(D):
-                        value += w[e] * z[i, e] * z[j, e]
-                    eta[p] = value
+        _sample_joint(inc_indptr, inc_pair, inc_other, q, w0, w, uniforms[s], z, eta)
         for i in range(N):
             for d in range(D):
                 total = 0.0
@@ -323,18 +329,7 @@ def score_function_gradient(inc_indptr, inc_pair, inc_other, x, q, logit_rho, w0
     sum_ssf = np.zeros((N, D))  # sum_s (z - q)^2 f
     sum_score = np.zeros((N, D))  # sum_s (z - q)
     for s in range(S):
-        for i in range(N):
-            for d in range(D):
-                z[i, d] = 1.0 if uniforms[s, i, d] < q[i, d] else 0.0
-        eta[:] = math.nan
-        for i in range(N):
-            for k in range(inc_indptr[i], inc_indptr[i + 1]):
-                p, j = inc_pair[k], inc_other[k]
-                if eta[p] != eta[p]:
-                    value = w0
-                    for e in range(D):
-                        value += w[e] * z[i, e] * z[j, e]
-                    eta[p] = value
+        _sample_joint(inc_indptr, inc_pair, inc_other, q, w0, w, uniforms[s], z, eta)
         for i in range(N):
             blanket = 0.0  # likelihood of the pairs of i: shared by all d
             for k in range(inc_indptr[i], inc_indptr[i + 1]):
