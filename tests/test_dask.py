@@ -1,6 +1,5 @@
 """Training with dask-ml's Incremental on a local dask.distributed cluster."""
 
-import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 

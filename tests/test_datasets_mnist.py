@@ -3,7 +3,6 @@
 import doctest
 import gzip
 import hashlib
-import importlib.util
 import re
 from importlib.resources import files
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _dataset_helpers import load_build_script, read_bundled
 from numpy.testing import assert_array_equal
 
 from skbinvi.datasets import _mnist, load_binary_mnist, make_multi_mnist
@@ -19,18 +19,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SOURCE = REPO_ROOT.parent / "shared" / "data" / "mnist5k" / "mnist_5k.csv.gz"
 BUILD_SCRIPT = REPO_ROOT / "tools" / "build_datasets.py"
 BUNDLED = files("skbinvi.datasets") / "data" / "binary_mnist.npz"
-
-
-def _bundled():
-    with BUNDLED.open("rb") as f, np.load(f, allow_pickle=False) as z:
-        return {key: z[key] for key in z.files}
-
-
-def _load_build_script():
-    spec = importlib.util.spec_from_file_location("_build_datasets", BUILD_SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +74,7 @@ def test_bundled_file_is_compact_with_provenance():
         with BUNDLED.open("rb") as f:
             size = len(f.read())
     assert size < 250_000  # 141 kB; the brief asks for well under 1 MB
-    arrays = _bundled()
+    arrays = read_bundled("binary_mnist.npz")
     assert set(arrays) == {"pixels", "labels", "image_shape", "threshold",
                            "source_file", "source_sha256", "script"}
     assert arrays["pixels"].dtype == np.uint8 and arrays["pixels"].shape == (5000, 98)
@@ -115,7 +103,7 @@ def test_binarization_matches_source(mnist):
     assert_array_equal(mnist.data, (table[:, :784] >= 128).astype(np.float64))
     assert_array_equal(mnist.target, table[:, 784])
     digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()
-    assert str(_bundled()["source_sha256"]) == digest
+    assert str(read_bundled("binary_mnist.npz")["source_sha256"]) == digest
 
 
 def test_rebuild_from_source_matches_bundled(tmp_path):
@@ -123,9 +111,9 @@ def test_rebuild_from_source_matches_bundled(tmp_path):
         pytest.skip(f"MNIST source not found at {SOURCE}")
     if not BUILD_SCRIPT.is_file():
         pytest.skip("tools/build_datasets.py not available")
-    build = _load_build_script()
+    build = load_build_script()
     rebuilt = build.build_mnist(SOURCE)
-    bundled = _bundled()
+    bundled = read_bundled("binary_mnist.npz")
     assert set(rebuilt) == set(bundled)
     for key, value in rebuilt.items():
         assert value.dtype == bundled[key].dtype, key

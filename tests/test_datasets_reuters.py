@@ -1,13 +1,13 @@
 """Tests for the bundled Reuters-21578 data set and its loader."""
 
 import doctest
-import importlib.util
 from importlib.resources import files
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _dataset_helpers import load_build_script, read_bundled
 
 from skbinvi.datasets import _reuters, load_reuters
 
@@ -178,33 +178,22 @@ def test_docstring_examples():
     assert result.failed == 0
 
 
-def _load_build_script():
-    spec = importlib.util.spec_from_file_location("_build_datasets", BUILD_SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_rebuild_from_source_matches_bundled():
     if not (SOURCE / "reut2-000.sgm.gz").is_file():
         pytest.skip(f"Reuters-21578 source not found at {SOURCE}")
     if not BUILD_SCRIPT.is_file():
         pytest.skip("tools/build_datasets.py not available")
     simplemma = pytest.importorskip("simplemma")  # noqa: F841
-    build = _load_build_script()
-    if build._lemmatizer_version() != str(_bundled("headline")["lemmatizer"]):
+    build = load_build_script()
+    lemmatizer = str(read_bundled("reuters_headline.npz")["lemmatizer"])
+    if build._lemmatizer_version() != lemmatizer:
         pytest.skip("installed simplemma differs from the one used for the build")
 
     rebuilt = build.build_reuters(SOURCE)
     for text in ("headline", "body"):
-        bundled = _bundled(text)
+        bundled = read_bundled(f"reuters_{text}.npz")
         assert set(rebuilt[text]) == set(bundled)
         for key, value in rebuilt[text].items():
             assert value.dtype == bundled[key].dtype, key
             np.testing.assert_array_equal(value, bundled[key], err_msg=key)
 
-
-def _bundled(text):
-    res = files("skbinvi.datasets") / "data" / f"reuters_{text}.npz"
-    with res.open("rb") as f, np.load(f) as z:
-        return {key: z[key] for key in z.files}

@@ -5,9 +5,11 @@ Usage (from anywhere)::
 
     python tools/build_datasets.py reuters [--source PATH] [--output-dir PATH]
     python tools/build_datasets.py mnist [--source PATH] [--output-dir PATH]
+    python tools/build_datasets.py kinships [--source PATH] [--output-dir PATH]
 
-The default sources are ``../shared/data/reuters21578`` (directory) and
-``../shared/data/mnist5k/mnist_5k.csv.gz`` (file) relative to the repository
+The default sources are ``../shared/data/reuters21578`` (directory),
+``../shared/data/mnist5k/mnist_5k.csv.gz`` (file) and
+``../shared/data/relational/kinships`` (directory) relative to the repository
 root (resolved from the location of this script); the default output directory is
 ``skbinvi/datasets/data`` inside the repository.  The source files are only read
 here, never by the package at run time.
@@ -99,6 +101,34 @@ Output (``np.savez_compressed``; ``binary_mnist.npz``, about 140 kB)
     ``image_shape`` (int64, [28, 28]), ``threshold`` (int64, 128)
     ``source_file``, ``source_sha256``, ``script``
         provenance strings.
+
+Alyawarra kinships (``kinships`` sub-command)
+---------------------------------------------
+Source: ``train.txt``, ``valid.txt``, ``test.txt`` of the kinships data
+(Denham's Alyawarra kinship terms as used by Kemp et al. 2006, redistributed
+in the PyKEEN package), one positive triple per line, ``head<TAB>relation<TAB>
+tail``, e.g. ``person84\tterm21\tperson85``.  The three files are a
+split of the same set of triples, so their union is the full data.
+
+Processing
+    * parse every line into exactly three tab-separated fields; entities must
+      be ``person<k>``, relations ``term<k>`` (k a non-negative integer);
+    * check: no triple repeated (within or across files), no self triple
+      (head == tail), 10,686 triples, 104 entities, 25 relations;
+    * entities and relations are indexed in increasing numeric order of the
+      suffix (``person0`` ... ``person103``; ``term0`` ... ``term25``, there is
+      no ``term23``, so relation index 23 is ``term24``);
+    * ``Y[r, i, j] = 1`` iff the triple (entity i, relation r, entity j) is
+      present (directed: head i, tail j).
+
+Output (``np.savez_compressed``; ``kinships.npz``, 8 kB)
+    ``adjacency`` (uint8, (25, 104, 13))
+        ``np.packbits(Y, axis=-1)`` of the (25, 104, 104) boolean tensor
+        (big-endian bit order; 104 = 13 * 8, no padding).
+    ``shape`` (int64, [25, 104, 104])
+    ``entity_names`` (str, 104), ``relation_names`` (str, 25)
+    ``source_files``, ``source_sha256``, ``script``
+        provenance strings (file names relative to ``../shared/data``).
 """
 
 from __future__ import annotations
@@ -119,6 +149,9 @@ DEFAULT_REUTERS_SOURCE = REPO_ROOT.parent / "shared" / "data" / "reuters21578"
 DEFAULT_MNIST_SOURCE = (
     REPO_ROOT.parent / "shared" / "data" / "mnist5k" / "mnist_5k.csv.gz"
 )
+DEFAULT_KINSHIPS_SOURCE = (
+    REPO_ROOT.parent / "shared" / "data" / "relational" / "kinships"
+)
 DEFAULT_OUTPUT_DIR = REPO_ROOT / "skbinvi" / "datasets" / "data"
 SCRIPT_NAME = "tools/build_datasets.py"
 
@@ -138,6 +171,10 @@ MNIST_THRESHOLD = 128  # pixel on iff intensity >= 128
 MNIST_IMAGE_SHAPE = (28, 28)
 _EXPECTED_MNIST_ROWS = 5000
 _EXPECTED_MNIST_PER_CLASS = 500
+
+KINSHIPS_FILES = ("train.txt", "valid.txt", "test.txt")
+KINSHIPS_OUTPUT = "kinships.npz"
+_EXPECTED_KINSHIPS = (25, 104, 10686)  # relations, entities, triples
 
 _DOC_RE = re.compile(r"<REUTERS(?P<attrs>[^>]*)>(?P<content>.*?)</REUTERS>", re.S)
 _ATTR_RE = re.compile(r'([A-Z]+)="([^"]*)"')
@@ -424,6 +461,110 @@ def write_mnist(source=DEFAULT_MNIST_SOURCE, output_dir=DEFAULT_OUTPUT_DIR) -> P
     return path
 
 
+_KIN_ENTITY_RE = re.compile(r"person(\d+)")
+_KIN_RELATION_RE = re.compile(r"term(\d+)")
+
+
+def _numeric_order(names, pattern, what):
+    keys = {}
+    for name in names:
+        m = pattern.fullmatch(name)
+        if m is None:
+            raise RuntimeError(f"unexpected {what} name {name!r}")
+        keys[name] = int(m.group(1))
+    return sorted(names, key=keys.__getitem__)
+
+
+def build_kinships(source: Path | str = DEFAULT_KINSHIPS_SOURCE) -> dict:
+    """Build the kinships arrays written to ``kinships.npz``.
+
+    Parameters
+    ----------
+    source : path
+        Directory holding ``train.txt``, ``valid.txt`` and ``test.txt``.
+
+    Returns
+    -------
+    dict
+        The numpy arrays described in the module docstring.
+
+    Raises
+    ------
+    FileNotFoundError
+        If a source file is missing.
+    RuntimeError
+        If a line is malformed, a triple is repeated or is a self triple, or
+        the counts differ from 25 relations, 104 entities, 10,686 triples.
+    """
+    source = Path(source)
+    missing = [n for n in KINSHIPS_FILES if not (source / n).is_file()]
+    if missing:
+        raise FileNotFoundError(f"missing kinships files in {source}: {missing}")
+    triples = []
+    for name in KINSHIPS_FILES:
+        with open(source / name, encoding="ascii") as f:
+            for lineno, line in enumerate(f, 1):
+                line = line.rstrip("\n")
+                if not line:
+                    continue
+                fields = line.split("\t")
+                if len(fields) != 3 or not all(fields):
+                    raise RuntimeError(f"{name}:{lineno}: expected 3 fields: {line!r}")
+                triples.append(tuple(fields))
+    if len(set(triples)) != len(triples):
+        raise RuntimeError("repeated triples in the kinships files")
+    if any(h == t for h, _, t in triples):
+        raise RuntimeError("self triple (head == tail) in the kinships files")
+    entities = _numeric_order(
+        {h for h, _, _ in triples} | {t for _, _, t in triples},
+        _KIN_ENTITY_RE,
+        "entity",
+    )
+    relations = _numeric_order({r for _, r, _ in triples}, _KIN_RELATION_RE, "relation")
+    counts = (len(relations), len(entities), len(triples))
+    if counts != _EXPECTED_KINSHIPS:
+        raise RuntimeError(
+            f"expected (relations, entities, triples) = {_EXPECTED_KINSHIPS}, "
+            f"got {counts}"
+        )
+    ent = {e: k for k, e in enumerate(entities)}
+    rel = {r: k for k, r in enumerate(relations)}
+    Y = np.zeros((len(relations), len(entities), len(entities)), dtype=bool)
+    idx = np.array([(rel[r], ent[h], ent[t]) for h, r, t in triples], dtype=np.int64)
+    Y[idx[:, 0], idx[:, 1], idx[:, 2]] = True
+    return {
+        "adjacency": np.packbits(Y, axis=-1),
+        "shape": np.array(Y.shape, dtype=np.int64),
+        "entity_names": np.array(entities, dtype=np.str_),
+        "relation_names": np.array(relations, dtype=np.str_),
+        "source_files": np.array(
+            [f"relational/kinships/{n}" for n in KINSHIPS_FILES], dtype=np.str_
+        ),
+        "source_sha256": np.array(
+            [_sha256(source / n) for n in KINSHIPS_FILES], dtype=np.str_
+        ),
+        "script": np.array(SCRIPT_NAME),
+    }
+
+
+def write_kinships(
+    source=DEFAULT_KINSHIPS_SOURCE, output_dir=DEFAULT_OUTPUT_DIR
+) -> Path:
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    arrays = build_kinships(source)
+    path = output_dir / KINSHIPS_OUTPUT
+    np.savez_compressed(path, **arrays)
+    n_rel, n_ent, _ = (int(v) for v in arrays["shape"])
+    Y = np.unpackbits(arrays["adjacency"], axis=-1, count=n_ent).astype(bool)
+    print(
+        f"{path}: {n_rel} relations x {n_ent} x {n_ent} entities, "
+        f"{int(Y.sum())} triples, {int(Y.any(axis=0).sum())} linked ordered "
+        f"pairs, {path.stat().st_size} bytes"
+    )
+    return path
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="dataset", required=True)
@@ -433,11 +574,16 @@ def main(argv=None) -> int:
     p = sub.add_parser("mnist", help="5,000 MNIST digits binarized at 128")
     p.add_argument("--source", type=Path, default=DEFAULT_MNIST_SOURCE)
     p.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR)
+    p = sub.add_parser("kinships", help="Alyawarra kinships (25 relations)")
+    p.add_argument("--source", type=Path, default=DEFAULT_KINSHIPS_SOURCE)
+    p.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR)
     args = parser.parse_args(argv)
     if args.dataset == "reuters":
         write_reuters(args.source, args.output_dir)
     elif args.dataset == "mnist":
         write_mnist(args.source, args.output_dir)
+    elif args.dataset == "kinships":
+        write_kinships(args.source, args.output_dir)
     return 0
 
 

@@ -1,12 +1,13 @@
 """Binarized MNIST (5,000 bundled digits) and MULTI-MNIST images built from it."""
 
-from importlib.resources import files
 from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
+
+from ._base import _resource
 
 __all__ = ["load_binary_mnist", "make_multi_mnist"]
 
@@ -16,13 +17,6 @@ _N_PIXELS = _IMAGE_SHAPE[0] * _IMAGE_SHAPE[1]
 _N_CLASSES = 10
 # rows per block when assembling multi-MNIST images (bounds the temporaries)
 _CHUNK = 8192
-
-
-def _resource(*parts):
-    res = files("skbinvi.datasets")
-    for part in parts:
-        res = res / part
-    return res
 
 
 def _load_arrays():

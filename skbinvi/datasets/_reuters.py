@@ -1,23 +1,17 @@
 """Loader for the bundled Reuters-21578 (ModApte, acq / earn / money-fx) data."""
 
-from importlib.resources import files
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import Bunch
+
+from ._base import _resource
 
 __all__ = ["load_reuters"]
 
 _CATEGORIES = ("acq", "earn", "money-fx")
 _SUBSETS = ("train", "test", "all")
 _TEXTS = ("headline", "body")
-
-
-def _resource(*parts):
-    res = files("skbinvi.datasets")
-    for part in parts:
-        res = res / part
-    return res
 
 
 def _read_npz(text):
