@@ -58,12 +58,12 @@ def load_kinships(*, relation=None, return_X_y=False):
     pair of distinct people and ``target`` tells whether the pair is linked
     in the chosen relation, a ready-made link-prediction problem.
 
-    =================  ===============================================
-    people             104 (``person0`` ... ``person103``)
-    relations          25 (``term0`` ... ``term25``; no ``term23``)
-    ones in the tensor 10,686 (directed triples; no self links)
-    ordered pairs      10,712 = 104 x 103 (rows of ``data``)
-    =================  ===============================================
+    ==================  ===============================================
+    people              104 (``person0`` ... ``person103``)
+    relations           25 (``term0`` ... ``term25``; no ``term23``)
+    ones in the tensor  10,686 (directed triples; no self links)
+    ordered pairs       10,712 = 104 x 103 (rows of ``data``)
+    ==================  ===============================================
 
     Parameters
     ----------
