@@ -170,6 +170,14 @@ def _exact_true_elbo(rows, cols, x, q, w0, w, rho):
     return total
 
 
+def _tiny_problem(rng, N=5):
+    """All pairs of N entities, D = 2: small enough to enumerate the true ELBO."""
+    rows, cols = (a.astype(np.int64) for a in np.triu_indices(N, k=1))
+    x = (rng.random(rows.size) < 0.5).astype(float)
+    q = rng.uniform(0.2, 0.8, size=(N, 2))
+    return rows, cols, x, q, -0.3, np.array([1.5, -0.7]), 0.4
+
+
 def _exact_logit_gradient(rows, cols, x, q, w0, w, rho, eps=1e-6):
     """dELBO / d logit q_id by central differences of the enumerated true ELBO."""
     logit = np.log(q / (1 - q))
@@ -188,11 +196,8 @@ def _exact_logit_gradient(rows, cols, x, q, w0, w, rho, eps=1e-6):
 def test_mcvi_deltas_are_the_natural_gradient_of_the_true_elbo():
     """With many samples, q(1-q)(mean Delta - logit q) = dELBO/dlogit q (enumeration)."""
     rng = np.random.default_rng(8)
-    N, D = 5, 2
-    rows, cols = (a.astype(np.int64) for a in np.triu_indices(N, k=1))
-    x = (rng.random(rows.size) < 0.5).astype(float)
-    q = rng.uniform(0.2, 0.8, size=(N, D))
-    w0, w, rho = -0.3, np.array([1.5, -0.7]), 0.4
+    rows, cols, x, q, w0, w, rho = _tiny_problem(rng)
+    N, D = q.shape
     inc = _kernels.incidence(rows, cols, N)
     S = 40000
     out = np.empty((N, D))
@@ -226,11 +231,8 @@ def test_mcvi_deltas_match_a_numpy_reference_with_the_same_samples():
 def test_score_function_gradient_is_unbiased_for_the_true_elbo_gradient():
     """With many samples, the estimate matches dELBO/dlogit q by enumeration."""
     rng = np.random.default_rng(10)
-    N, D = 5, 2
-    rows, cols = (a.astype(np.int64) for a in np.triu_indices(N, k=1))
-    x = (rng.random(rows.size) < 0.5).astype(float)
-    q = rng.uniform(0.2, 0.8, size=(N, D))
-    w0, w, rho = -0.3, np.array([1.5, -0.7]), 0.4
+    rows, cols, x, q, w0, w, rho = _tiny_problem(rng)
+    N, D = q.shape
     inc = _kernels.incidence(rows, cols, N)
     out = np.empty((N, D))
     _kernels.score_function_gradient(*inc, x, q, np.log(rho / (1 - rho)), w0, w,
