@@ -1,7 +1,8 @@
 """skbinvi: scikit-learn compatible variational inference for binary latent variables."""
 
 from .noisy_or import NoisyORFactorizer
+from .relational import LatentFeatureRelational
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["NoisyORFactorizer", "__version__"]
+__all__ = ["LatentFeatureRelational", "NoisyORFactorizer", "__version__"]

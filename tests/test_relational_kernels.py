@@ -198,10 +198,9 @@ def test_mcvi_deltas_are_the_natural_gradient_of_the_true_elbo():
     rng = np.random.default_rng(8)
     rows, cols, x, q, w0, w, rho = _tiny_problem(rng)
     N, D = q.shape
-    inc = _kernels.incidence(rows, cols, N)
     S = 40000
     out = np.empty((N, D))
-    _kernels.mcvi_mean_deltas(*inc, x, q, np.log(rho / (1 - rho)), w0, w,
+    _kernels.mcvi_mean_deltas(rows, cols, x, q, np.log(rho / (1 - rho)), w0, w,
                               rng.random((S, N, D)), out)
     logit = np.log(q / (1 - q))
     natural = _exact_logit_gradient(rows, cols, x, q, w0, w, rho) / (q * (1 - q))
@@ -211,10 +210,9 @@ def test_mcvi_deltas_are_the_natural_gradient_of_the_true_elbo():
 def test_mcvi_deltas_match_a_numpy_reference_with_the_same_samples():
     rows, cols, x, q, w0, w, rho = _cavi_problem(seed=9, N=6, D=3)
     N, D = q.shape
-    inc = _kernels.incidence(rows, cols, N)
     uniforms = np.random.default_rng(2).random((7, N, D))
     out = np.empty((N, D))
-    _kernels.mcvi_mean_deltas(*inc, x, q, 0.1, w0, w, uniforms, out)
+    _kernels.mcvi_mean_deltas(rows, cols, x, q, 0.1, w0, w, uniforms, out)
     expected = np.zeros((N, D))
     for s in range(7):
         z = (uniforms[s] < q).astype(float)
@@ -233,9 +231,93 @@ def test_score_function_gradient_is_unbiased_for_the_true_elbo_gradient():
     rng = np.random.default_rng(10)
     rows, cols, x, q, w0, w, rho = _tiny_problem(rng)
     N, D = q.shape
-    inc = _kernels.incidence(rows, cols, N)
     out = np.empty((N, D))
-    _kernels.score_function_gradient(*inc, x, q, np.log(rho / (1 - rho)), w0, w,
+    _kernels.score_function_gradient(rows, cols, x, q, np.log(rho / (1 - rho)), w0, w,
                                      rng.random((100000, N, D)), out)
     grad = _exact_logit_gradient(rows, cols, x, q, w0, w, rho)
     assert np.all(np.abs(out - grad) < 0.02), (out, grad)
+
+
+def test_weight_pass_climbs_to_the_closed_form_w_step():
+    """Coordinate passes never decrease the augmented bound and converge to weight_step."""
+    rows, cols, x, q, w0, w, rho = _cavi_problem(seed=11)
+    mean_y = np.array([_kernels.truncated_normal_mean(xp, mp)
+                       for xp, mp in zip(x, _pair_means(rows, cols, q, w0, w))])
+    mu = _pair_means(rows, cols, q, w0, w)
+    for alpha in (0.0, 2.0):
+        rhs = np.empty(q.shape[1] + 1)
+        _kernels.augmented_weight_rhs(rows, cols, q, mean_y, rhs)
+        P = q[rows] * q[cols]
+        assert_allclose(rhs, np.concatenate([[mean_y.sum()], P.T @ mean_y]), rtol=1e-12)
+        full = np.concatenate([[w0], w])
+        m = _pair_means(rows, cols, q, w0, w)
+
+        def objective(v):  # augmented bound minus the ridge penalty
+            return (_bound_at(rows, cols, x, q, v[0], v[1:], mu, rho)
+                    - 0.5 * alpha * v[1:] @ v[1:])
+
+        values = [objective(full)]
+        for _ in range(300):
+            _kernels.weight_pass(rows, cols, q, rhs, alpha, full, m)
+            values.append(objective(full))
+        assert np.all(np.diff(values) >= -1e-9 * np.abs(values[1:]))
+        assert_allclose(m, _pair_means(rows, cols, q, full[0], full[1:]), rtol=1e-10)
+        w0_star, w_star = _kernels.weight_step(rows, cols, q, mean_y, alpha)
+        assert_allclose(full, np.concatenate([[w0_star], w_star]), rtol=1e-6, atol=1e-8)
+
+
+def _exact_em_rhs(rows, cols, x, q, w0, w):
+    """E_q[sum_p f_p(z) ybar_p(z)] by enumeration of each pair's D products."""
+    D = q.shape[1]
+    rhs = np.zeros(D + 1)
+    P = q[rows] * q[cols]
+    for k in range(rows.size):
+        for bits in itertools.product([0.0, 1.0], repeat=D):
+            b = np.array(bits)
+            prob = np.prod(np.where(b == 1, P[k], 1 - P[k]))
+            ybar = _kernels.truncated_normal_mean(x[k], w0 + b @ w)
+            rhs += prob * ybar * np.concatenate([[1.0], b])
+    return rhs
+
+
+def test_mc_weight_rhs_and_the_em_w_step_on_the_true_elbo():
+    """The Monte Carlo right-hand side agrees with enumeration, and the EM step
+    with the exact one never decreases the (enumerated) true ELBO."""
+    rng = np.random.default_rng(12)
+    rows, cols, x, q, w0, w, rho = _tiny_problem(rng, N=6)
+    N, D = q.shape
+    exact = _exact_em_rhs(rows, cols, x, q, w0, w)
+    out = np.empty(D + 1)
+    _kernels.mc_weight_rhs(rows, cols, x, q, w0, w, rng.random((20000, N, D)), out)
+    assert_allclose(out, exact, rtol=0.02, atol=0.05)
+    full = np.concatenate([[w0], w])
+    before = _exact_true_elbo(rows, cols, x, q, w0, w, rho)
+    for _ in range(5):
+        rhs = _exact_em_rhs(rows, cols, x, q, full[0], full[1:])
+        m = _pair_means(rows, cols, q, full[0], full[1:])
+        for _ in range(50):  # converge the inner quadratic (the full M step)
+            _kernels.weight_pass(rows, cols, q, rhs, 0.0, full, m)
+        after = _exact_true_elbo(rows, cols, x, q, full[0], full[1:], rho)
+        assert after >= before - 1e-10
+        before = after
+
+
+def test_mcvi_step_one_with_exact_expectation_is_coordinate_ascent():
+    """logit q_id = E[Delta_id] (exact) maximizes the enumerated true ELBO over q_id."""
+    rng = np.random.default_rng(13)
+    rows, cols, x, q, w0, w, rho = _tiny_problem(rng)
+    N, D = q.shape
+    logit_rho = np.log(rho / (1 - rho))
+    out = np.empty((N, D))
+    _kernels.mcvi_mean_deltas(rows, cols, x, q, logit_rho, w0, w,
+                              rng.random((200000, N, D)), out)
+    grid = np.linspace(0.005, 0.995, 199)
+    for i, d in ((0, 0), (2, 1), (4, 0)):
+        values = []
+        for value in grid:
+            moved = q.copy()
+            moved[i, d] = value
+            values.append(_exact_true_elbo(rows, cols, x, moved, w0, w, rho))
+        best = grid[int(np.argmax(values))]
+        # the Monte Carlo estimate of E[Delta] from 200k samples
+        assert abs(1 / (1 + np.exp(-out[i, d])) - best) < 0.01, (i, d, out[i, d], best)

@@ -1,1 +1,5 @@
-"""The latent feature relational model (METHODS.md section 1); kernels so far."""
+"""The latent feature relational model (METHODS.md section 1)."""
+
+from ._estimator import LatentFeatureRelational
+
+__all__ = ["LatentFeatureRelational"]

@@ -103,6 +103,13 @@ def truncated_normal_mean(x, mu):
 
 
 @njit
+def truncated_normal_means(x, mu, out):
+    """:func:`truncated_normal_mean` of every pair: ``out[p]`` = E[y_p] at location mu[p]."""
+    for p in range(x.shape[0]):
+        out[p] = truncated_normal_mean(x[p], mu[p])
+
+
+@njit
 def augmented_bound(rows, cols, x, q, w0, w, mu, rho):
     """The data-augmented lower bound on the ELBO (nats, summed over pairs).
 
@@ -225,6 +232,78 @@ def weight_step(rows, cols, q, mean_y, alpha=0.0):
     return float(solution[0]), solution[1:]
 
 
+@njit
+def weight_pass(rows, cols, q, rhs, alpha, w, m):
+    """One pass of exact coordinate ascent over (w_0, w_1, ..., w_D), in place.
+
+    Maximizes, one coordinate at a time, the concave quadratic
+    ``Q(w) = w . rhs - 1/2 w^T A w - alpha/2 sum_{d>=1} w_d^2`` with
+    ``A = sum_p E_q[f_p f_p^T]`` for the pair features f_p = (1, z_i1 z_j1,
+    ..., z_iD z_jD): ``E[f_pd f_pe] = p_d p_e`` (d != e), ``p_d`` (d = e),
+    p_d = q_id q_jd. With ``rhs = sum_p E[f_p] E[y_p]`` this is the w step of
+    the data-augmented bound ("cavi"); with ``rhs = E_q[sum_p f_p(z)
+    ybar_p(z)]`` (:func:`mc_weight_rhs`) it is a minorize-maximize (EM) step
+    on the true ELBO ("mcvi", "score"). Only A's action is needed:
+    ``(A w)_d = sum_p p_d m_p + w_d sum_p p_d (1 - p_d)`` with the pair means
+    ``m_p = f-bar_p . w``, so a pass costs O(P D) and never forms A (the
+    closed-form solve, :func:`weight_step`, costs O(P D^2)). Q never
+    decreases.
+
+    Parameters
+    ----------
+    rows, cols : int64 arrays of shape (P,)
+    q : float64 array of shape (N, D)
+    rhs : float64 array of shape (D + 1,)
+    alpha : float
+        Precision of the Gaussian prior on w_1..w_D (ridge); the intercept
+        has none.
+    w : float64 array of shape (D + 1,)
+        (w_0, w_1, ..., w_D), updated in place.
+    m : float64 array of shape (P,)
+        Pair means w_0 + sum_d w_d p_d, kept up to date in place.
+    """
+    P = rows.shape[0]
+    D = q.shape[1]
+    if P == 0:
+        return
+    total = 0.0
+    for p in range(P):
+        total += m[p]
+    delta = (rhs[0] - total) / P
+    w[0] += delta
+    for p in range(P):
+        m[p] += delta
+    for d in range(D):
+        pm = 0.0
+        pvar = 0.0
+        psum = 0.0
+        for p in range(P):
+            pd = q[rows[p], d] * q[cols[p], d]
+            pm += pd * m[p]
+            pvar += pd * (1.0 - pd)
+            psum += pd
+        curvature = psum + alpha
+        if curvature <= 0.0:
+            continue
+        delta = (rhs[d + 1] - pm - w[d + 1] * pvar - alpha * w[d + 1]) / curvature
+        if delta != 0.0:
+            w[d + 1] += delta
+            for p in range(P):
+                m[p] += delta * q[rows[p], d] * q[cols[p], d]
+
+
+@njit
+def augmented_weight_rhs(rows, cols, q, mean_y, out):
+    """``out = sum_p E[f_p] E[y_p]`` (D + 1,): the right-hand side of the cavi w step."""
+    D = q.shape[1]
+    out[:] = 0.0
+    for p in range(rows.shape[0]):
+        i, j = rows[p], cols[p]
+        out[0] += mean_y[p]
+        for d in range(D):
+            out[d + 1] += q[i, d] * q[j, d] * mean_y[p]
+
+
 # ---------------------------------------------------------------------------
 # "mcvi": Monte Carlo natural gradients with each binary variable summed out
 # (METHODS.md section 1 (b))
@@ -232,25 +311,22 @@ def weight_step(rows, cols, q, mean_y, alpha=0.0):
 
 
 @njit
-def _sample_joint(inc_indptr, inc_pair, inc_other, q, w0, w, uniforms, z, eta):
+def _sample_joint(rows, cols, q, w0, w, uniforms, z, eta):
     """One joint sample ``z = 1{uniforms < q}`` (N, D) and eta (P,) of every pair."""
     N, D = q.shape
     for i in range(N):
         for d in range(D):
             z[i, d] = 1.0 if uniforms[i, d] < q[i, d] else 0.0
-    for i in range(N):
-        for k in range(inc_indptr[i], inc_indptr[i + 1]):
-            p, j = inc_pair[k], inc_other[k]
-            if i <= j:  # each pair once, from its smaller entity
-                value = w0
-                for e in range(D):
-                    value += w[e] * z[i, e] * z[j, e]
-                eta[p] = value
+    for p in range(rows.shape[0]):
+        i, j = rows[p], cols[p]
+        value = w0
+        for e in range(D):
+            value += w[e] * z[i, e] * z[j, e]
+        eta[p] = value
 
 
 @njit
-def mcvi_mean_deltas(inc_indptr, inc_pair, inc_other, x, q, logit_rho, w0, w,
-                     uniforms, out):
+def mcvi_mean_deltas(rows, cols, x, q, logit_rho, w0, w, uniforms, out):
     """Monte Carlo estimate of E_{q_-id}[Delta_id] for every (i, d) at once.
 
     ``Delta_id(z) = log p(x, z_id = 1, z_-id) - log p(x, z_id = 0, z_-id)
@@ -260,13 +336,18 @@ def mcvi_mean_deltas(inc_indptr, inc_pair, inc_other, x, q, logit_rho, w0, w,
     sampled. Every (i, d) uses the same S joint samples
     ``z_s = 1{uniforms[s] < q}``. With the exact expectation,
     ``logit q_id <- E[Delta_id]`` is the coordinate-ascent update of the true
-    ELBO, and ``E[Delta] - logit q`` its natural gradient. Cost O(S P D)
-    evaluations of log Phi.
+    ELBO, and ``E[Delta] - logit q`` its natural gradient.
+
+    The loop runs over pairs, not entities: a pair (i, j) and feature d
+    need one new log Phi at most, shared by both ends (g(eta - w_d) if z_id
+    = z_jd = 1, then both ends get g(eta) - g(eta - w_d); g(eta + w_d) if
+    exactly one is 1, for the other end; nothing if both are 0). Cost
+    O(S P D) operations and at most S P (D + 1) evaluations of log Phi.
 
     Parameters
     ----------
-    inc_indptr, inc_pair, inc_other : int64 arrays
-        Incidence lists of :func:`incidence`.
+    rows, cols : int64 arrays of shape (P,)
+        Entities of each observed pair.
     x : float64 array of shape (P,)
         Links (0/1) of the observed pairs.
     q : float64 array of shape (N, D)
@@ -282,20 +363,56 @@ def mcvi_mean_deltas(inc_indptr, inc_pair, inc_other, x, q, logit_rho, w0, w,
     eta = np.empty(P)
     out[:, :] = 0.0
     for s in range(S):
-        _sample_joint(inc_indptr, inc_pair, inc_other, q, w0, w, uniforms[s], z, eta)
-        for i in range(N):
+        _sample_joint(rows, cols, q, w0, w, uniforms[s], z, eta)
+        for p in range(P):
+            i, j = rows[p], cols[p]
+            g_eta = pair_log_likelihood(x[p], eta[p])
             for d in range(D):
-                total = 0.0
-                for k in range(inc_indptr[i], inc_indptr[i + 1]):
-                    p, j = inc_pair[k], inc_other[k]
-                    if z[j, d] > 0.0:
-                        a = eta[p] - w[d] * z[i, d]
-                        total += (pair_log_likelihood(x[p], a + w[d])
-                                  - pair_log_likelihood(x[p], a))
-                out[i, d] += total
+                zi, zj = z[i, d] > 0.0, z[j, d] > 0.0
+                if zi and zj:
+                    delta = g_eta - pair_log_likelihood(x[p], eta[p] - w[d])
+                    out[i, d] += delta
+                    out[j, d] += delta
+                elif zj:
+                    out[i, d] += pair_log_likelihood(x[p], eta[p] + w[d]) - g_eta
+                elif zi:
+                    out[j, d] += pair_log_likelihood(x[p], eta[p] + w[d]) - g_eta
     for i in range(N):
         for d in range(D):
             out[i, d] = logit_rho + out[i, d] / S
+
+
+@njit
+def mc_weight_rhs(rows, cols, x, q, w0, w, uniforms, out):
+    """Monte Carlo ``E_q[sum_p f_p(z) ybar_p(z)]`` (D + 1,) for the EM w step.
+
+    ``ybar_p(z) = E[y_p | x_p, eta_p(z)]`` is the mean of the unit normal
+    with location eta_p(z) (at the current w) truncated to the side of x_p.
+    For every z, ``g(f . w) >= g(f . w_old) - 1/2 E[(y - f . w)^2 | z] +
+    const`` with equality at w_old (the EM minorizer of probit regression,
+    [AC]); averaged over q it minorizes the true ELBO, and
+    :func:`weight_pass` with this right-hand side maximizes the minorizer.
+    The expectation over z uses the S joint samples ``1{uniforms[s] < q}``.
+    Cost O(S P D).
+
+    Parameters are those of :func:`mcvi_mean_deltas`; ``out`` (D + 1,).
+    """
+    S, N, D = uniforms.shape
+    P = x.shape[0]
+    z = np.empty((N, D))
+    eta = np.empty(P)
+    out[:] = 0.0
+    for s in range(S):
+        _sample_joint(rows, cols, q, w0, w, uniforms[s], z, eta)
+        for p in range(P):
+            i, j = rows[p], cols[p]
+            ybar = truncated_normal_mean(x[p], eta[p])
+            out[0] += ybar
+            for d in range(D):
+                if z[i, d] > 0.0 and z[j, d] > 0.0:
+                    out[d + 1] += ybar
+    for d in range(D + 1):
+        out[d] /= S
 
 
 # ---------------------------------------------------------------------------
@@ -304,8 +421,7 @@ def mcvi_mean_deltas(inc_indptr, inc_pair, inc_other, x, q, logit_rho, w0, w,
 
 
 @njit
-def score_function_gradient(inc_indptr, inc_pair, inc_other, x, q, logit_rho, w0, w,
-                            uniforms, out):
+def score_function_gradient(rows, cols, x, q, logit_rho, w0, w, uniforms, out):
     """Rao-Blackwellized score-function estimate of dELBO / d logit q_id.
 
     ``E_q[(z_id - q_id) f_id(z)]`` with ``f_id`` the terms of log p(x, z) -
@@ -315,7 +431,7 @@ def score_function_gradient(inc_indptr, inc_pair, inc_other, x, q, logit_rho, w0
     variate ``b_id = sum_s (z - q)^2 f / sum_s (z - q)^2`` subtracted from f
     (estimated from the same samples: a small O(1/S) bias). For comparison
     with :func:`mcvi_mean_deltas` only: it needs far more samples for the
-    same accuracy. Cost O(S P D) evaluations of log Phi.
+    same accuracy. Cost O(S P D) operations, S P evaluations of log Phi.
 
     Parameters are those of :func:`mcvi_mean_deltas`; ``out`` (N, D)
     receives the gradient estimate with respect to the logits.
@@ -324,20 +440,22 @@ def score_function_gradient(inc_indptr, inc_pair, inc_other, x, q, logit_rho, w0
     P = x.shape[0]
     z = np.empty((N, D))
     eta = np.empty(P)
+    blanket = np.empty(N)  # likelihood of the pairs of i: shared by all d
     sum_sf = np.zeros((N, D))  # sum_s (z - q) f
     sum_ss = np.zeros((N, D))  # sum_s (z - q)^2
     sum_ssf = np.zeros((N, D))  # sum_s (z - q)^2 f
     sum_score = np.zeros((N, D))  # sum_s (z - q)
     for s in range(S):
-        _sample_joint(inc_indptr, inc_pair, inc_other, q, w0, w, uniforms[s], z, eta)
+        _sample_joint(rows, cols, q, w0, w, uniforms[s], z, eta)
+        blanket[:] = 0.0
+        for p in range(P):
+            g = pair_log_likelihood(x[p], eta[p])
+            blanket[rows[p]] += g
+            blanket[cols[p]] += g
         for i in range(N):
-            blanket = 0.0  # likelihood of the pairs of i: shared by all d
-            for k in range(inc_indptr[i], inc_indptr[i + 1]):
-                p = inc_pair[k]
-                blanket += pair_log_likelihood(x[p], eta[p])
             for d in range(D):
                 zid, qid = z[i, d], q[i, d]
-                f = blanket + zid * logit_rho
+                f = blanket[i] + zid * logit_rho
                 f -= math.log(qid) if zid > 0.0 else math.log1p(-qid)
                 score = zid - qid
                 sum_sf[i, d] += score * f
