@@ -50,7 +50,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
 
     over the observed pairs :math:`\mathcal{O}` (the rows of X in
     :meth:`fit`); pairs that are not given do not enter it. One iteration
-    updates w, then q:
+    updates q, then w:
 
     - ``inference="mcvi"`` (Monte Carlo VI with each binary variable summed
       out, [1]_, [3]_): for every (i, d) at once, from the same
@@ -60,8 +60,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
       natural-gradient step :math:`\lambda \leftarrow (1 - r_t)\lambda + r_t
       \bar\Delta` on the logits :math:`\lambda = \operatorname{logit} q`
       (with the exact expectation and :math:`r_t = 1`, coordinate ascent).
-      The w step is an EM (minorize-maximize) step of the true ELBO with
-      the same samples.
+      The w step is a pass of coordinate ascent on the EM (minorize-
+      maximize) bound of the true ELBO, its right-hand side estimated with
+      the same samples, damped with the same step size :math:`r_t`.
     - ``inference="cavi"`` (data-augmented coordinate ascent, [1]_ A.2-A.4,
       [4]_): auxiliary :math:`y_{ij} \sim N(\eta_{ij}, 1)`, :math:`x_{ij} =
       1\{y_{ij} \ge 0\}`; truncated-normal q(y), a sweep of closed-form
@@ -146,7 +147,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
 
     Attributes
     ----------
-    latent_features_ : ndarray of shape (n_entities_, n_components)
+    latent_features_ : ndarray of shape (``n_entities_``, n_components)
         Posterior probabilities q(z_id = 1), float64.
     weights_ : ndarray of shape (n_components,)
         Feature weights w_1..w_D.
@@ -605,12 +606,40 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         return self.classes_[(self.decision_function(X) > 0).astype(int)]
 
+    def score(self, X, y, sample_weight=None):
+        """Mean accuracy of :meth:`predict` on the pairs (X, y).
+
+        For link prediction the area under the ROC curve of
+        ``predict_proba(X)[:, 1]`` is usually more informative (pass
+        ``scoring="roc_auc"`` to model selection tools).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_pairs, 2)
+            Pairs of entity ids, as in :meth:`fit`.
+        y : array-like of shape (n_pairs,)
+            True links, labels of ``classes_``.
+        sample_weight : array-like of shape (n_pairs,), default=None
+            Weights of the pairs.
+
+        Returns
+        -------
+        score : float
+            Fraction of pairs predicted correctly.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`fit` for X.
+        """
+        return super().score(X, y, sample_weight=sample_weight)
+
     def elbo(self, X, y):
         """True ELBO of the fitted posterior and weights on the pairs (X, y), nats.
 
         ``sum over the given pairs of E_q[log p(x_ij | z)]`` minus the KL
         divergence of q from the prior over all ``n_entities_`` entities
-        ([1]_ Eq. A.1), with the ``n_elbo_samples`` common random numbers of
+        (Eq. A.1 of the supplement of Ji and Sudderth), with the ``n_elbo_samples`` common random numbers of
         ``fit``: on the training pairs it equals the last value of
         ``elbo_history_``. Entities not in ``latent_features_`` get the prior.
 

@@ -115,8 +115,10 @@ def augmented_bound(rows, cols, x, q, w0, w, mu, rho):
 
     ``sum_p T_p(mu_p) - sum_id KL(Bern(q_id) || Bern(rho))`` with the pair
     term of the module comment; ``mu`` (P,) are the locations of q(y). It is
-    below the true ELBO (Jensen), with the gap ``V / 2`` plus the KL from
-    q(y) to the optimal truncated normal.
+    below the true ELBO (Jensen). At the optimal location mu = m the pair
+    term is log Phi(s m) - V / 2, below E_q log Phi(s eta) by between 0 and
+    V / 2 (log Phi is concave with second derivative in (-1, 0)); any other
+    location adds the KL from q(y) to the optimal truncated normal.
     """
     D = q.shape[1]
     total = 0.0
