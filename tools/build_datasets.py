@@ -6,10 +6,12 @@ Usage (from anywhere)::
     python tools/build_datasets.py reuters [--source PATH] [--output-dir PATH]
     python tools/build_datasets.py mnist [--source PATH] [--output-dir PATH]
     python tools/build_datasets.py kinships [--source PATH] [--output-dir PATH]
+    python tools/build_datasets.py adult [--source PATH] [--output-dir PATH]
 
 The default sources are ``../shared/data/reuters21578`` (directory),
-``../shared/data/mnist5k/mnist_5k.csv.gz`` (file) and
-``../shared/data/relational/kinships`` (directory) relative to the repository
+``../shared/data/mnist5k/mnist_5k.csv.gz`` (file),
+``../shared/data/relational/kinships`` (directory) and
+``../shared/data/adult`` (directory) relative to the repository
 root (resolved from the location of this script); the default output directory is
 ``skbinvi/datasets/data`` inside the repository.  The source files are only read
 here, never by the package at run time.
@@ -129,6 +131,62 @@ Output (``np.savez_compressed``; ``kinships.npz``, 8 kB)
     ``entity_names`` (str, 104), ``relation_names`` (str, 25)
     ``source_files``, ``source_sha256``, ``script``
         provenance strings (file names relative to ``../shared/data``).
+
+UCI Adult, a9a encoding (``adult`` sub-command)
+-----------------------------------------------
+Source: ``adult.data.gz`` (training part, 32,561 rows), ``adult.test.gz``
+(test part, 16,281 rows) and ``adult.names`` of the UCI Adult (census income)
+data (Kohavi & Becker 1996; Kohavi 1996).  One record per line, 15
+comma-separated fields (14 attributes, then the label ``<=50K`` / ``>50K``);
+``adult.test`` starts with the junk line ``|1x3 Cross validator`` and its
+labels end with a ``.``; both files end with an empty line.  Missing values
+are ``?`` (workclass, occupation, native-country only).
+
+Encoding: the a9a binary encoding of Platt (1998) as distributed by LIBSVM,
+123 binary features, the 14 attributes in the order of ``adult.names``:
+
+    * each categorical attribute is one-hot encoded over all the values that
+      ``adult.names`` lists, in that order (workclass 8, education 16,
+      marital-status 7, occupation 14, relationship 6, race 5, sex 2,
+      native-country 41); a missing value ``?`` gives all zeros for the
+      attribute;
+    * age, fnlwgt, education-num and hours-per-week are cut into 5 bins by 4
+      cut points chosen on the TRAINING part only (``adult_bin_edges``): with
+      ``q_k`` the ``k / 5`` training quantile (``np.quantile``), cut k lies
+      just below ``q_k``, between the largest training value ``v_i < q_k``
+      and the next distinct value (so ``q_k`` opens bin k + 1, as in
+      left-closed quantile bins); a cut that would not lie above the
+      previous one (tied values: hours-per-week has 47% of 40s,
+      education-num 32% of 9s) moves up to the next distinct value.  The
+      stored edge is ``v_i``; bins are right-closed, ``(-inf, e1], (e1, e2],
+      ..., (e4, inf)``, and applied unchanged to the test part.  a9a's own
+      edges are not documented; these reproduce the first 99 rows of
+      LIBSVM's ``a9a`` and the first 10 of ``a9a.t`` (public copies),
+      feature for feature; the tests check the first 10 rows of each;
+    * capital-gain and capital-loss (92% and 95% zeros) are cut into
+      ``(-inf, 0]`` and ``(0, inf)`` (zero / positive), edge 0.
+
+Checks: 14 attributes in ``adult.names``, 32,561 / 16,281 rows, 15 fields per
+row, labels ``<=50K`` / ``>50K`` (test: with the ``.``), every categorical
+value listed in ``adult.names`` (or ``?``), the continuous fields are
+integers >= 0 and never missing, enough distinct training values for 5 bins,
+123 features.  By construction every row has exactly one active feature per
+non-missing attribute.
+
+Output (``np.savez_compressed``; ``adult.npz``, about 220 kB)
+    ``train_codes`` (uint8, (32561, 14)), ``test_codes`` (uint8, (16281, 14))
+        For each row and attribute, the index of the active value within the
+        attribute (``adult.names`` order; bin number for the continuous
+        ones), 255 (``ADULT_MISSING``) for a missing value.  Column
+        ``offsets[a] + code`` of the (n, 123) design is 1.
+    ``train_target``, ``test_target`` (uint8): 1 for ``>50K``.
+    ``attributes`` (str, 14), ``n_values`` (int64, 14), ``offsets`` (int64, 14)
+    ``feature_names`` (str, 123)
+    ``binned_attributes`` (str, 6), ``bin_edges`` (float64, 18),
+    ``n_bin_edges`` (int64, 6): the edges of each binned attribute,
+        concatenated.
+    ``source_files``, ``source_sha256``, ``script``
+        provenance strings (file names relative to ``../shared/data``).
 """
 
 from __future__ import annotations
@@ -152,6 +210,7 @@ DEFAULT_MNIST_SOURCE = (
 DEFAULT_KINSHIPS_SOURCE = (
     REPO_ROOT.parent / "shared" / "data" / "relational" / "kinships"
 )
+DEFAULT_ADULT_SOURCE = REPO_ROOT.parent / "shared" / "data" / "adult"
 DEFAULT_OUTPUT_DIR = REPO_ROOT / "skbinvi" / "datasets" / "data"
 SCRIPT_NAME = "tools/build_datasets.py"
 
@@ -175,6 +234,14 @@ _EXPECTED_MNIST_PER_CLASS = 500
 KINSHIPS_FILES = ("train.txt", "valid.txt", "test.txt")
 KINSHIPS_OUTPUT = "kinships.npz"
 _EXPECTED_KINSHIPS = (25, 104, 10686)  # relations, entities, triples
+
+ADULT_FILES = ("adult.data.gz", "adult.test.gz", "adult.names")
+ADULT_OUTPUT = "adult.npz"
+ADULT_MISSING = 255  # code of a missing value ("?") in the stored codes
+ADULT_N_BINS = 5  # quantile bins of age, fnlwgt, education-num, hours-per-week
+ADULT_ZERO_POSITIVE = ("capital-gain", "capital-loss")  # bins (-inf, 0], (0, inf)
+_EXPECTED_ADULT = (32561, 16281, 123)  # train rows, test rows, features
+_ADULT_LABELS = ("<=50K", ">50K")
 
 _DOC_RE = re.compile(r"<REUTERS(?P<attrs>[^>]*)>(?P<content>.*?)</REUTERS>", re.S)
 _ATTR_RE = re.compile(r'([A-Z]+)="([^"]*)"')
@@ -565,6 +632,214 @@ def write_kinships(
     return path
 
 
+_ADULT_ATTR_RE = re.compile(r"([a-z-]+): (.+)\.")
+
+
+def parse_adult_names(path: Path) -> list[tuple[str, list[str] | None]]:
+    """The 14 attributes of ``adult.names``: (name, values or None if continuous)."""
+    attributes = []
+    with open(path, encoding="ascii") as f:
+        for line in f:
+            m = _ADULT_ATTR_RE.fullmatch(line.strip())
+            if m is None:
+                continue
+            name, spec = m.groups()
+            if spec == "continuous":
+                attributes.append((name, None))
+            else:
+                attributes.append((name, [v.strip() for v in spec.split(",")]))
+    if len(attributes) != 14:
+        raise RuntimeError(f"expected 14 attributes in {path}, got {len(attributes)}")
+    return attributes
+
+
+def _read_adult_records(path: Path, test: bool) -> list[list[str]]:
+    """The records of ``adult.data.gz`` / ``adult.test.gz`` as lists of 15 fields.
+
+    Empty lines are skipped; in the test file the first line (``|1x3 Cross
+    validator``) is skipped and the trailing ``.`` of the label removed.
+    """
+    records = []
+    with gzip.open(path, "rt", encoding="ascii") as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.strip()
+            if test and lineno == 1:
+                if not line.startswith("|"):
+                    raise RuntimeError(f"{path.name}:1: expected a '|' junk line")
+                continue
+            if not line:
+                continue
+            fields = [v.strip() for v in line.split(",")]
+            if len(fields) != 15:
+                raise RuntimeError(f"{path.name}:{lineno}: expected 15 fields")
+            if test:
+                if not fields[14].endswith("."):
+                    raise RuntimeError(f"{path.name}:{lineno}: label without '.'")
+                fields[14] = fields[14][:-1]
+            if fields[14] not in _ADULT_LABELS:
+                raise RuntimeError(f"{path.name}:{lineno}: label {fields[14]!r}")
+            records.append(fields)
+    return records
+
+
+def adult_bin_edges(values: np.ndarray, n_bins: int = ADULT_N_BINS) -> np.ndarray:
+    """Right-closed edges of ``n_bins`` quantile bins of ``values``.
+
+    ``q_k`` (k = 1 .. n_bins - 1) is the ``k / n_bins`` quantile of ``values``
+    (``np.quantile``, default linear method). Cut k is placed just below
+    ``q_k``: between the largest distinct value ``v_i < q_k`` and the next one,
+    so that ``q_k`` opens bin k + 1 as in left-closed quantile bins ``[q_k,
+    q_{k+1})``. A cut that does not lie above the previous one (tied values,
+    e.g. ``q_2 == q_3``) is moved up to the next distinct value. The edge
+    returned is ``v_i``; the bins are ``(-inf, e_1], (e_1, e_2], ...,
+    (e_{n_bins-1}, inf)``.
+    """
+    distinct = np.unique(values)
+    quantiles = np.quantile(values, np.arange(1, n_bins) / n_bins)
+    cuts = []  # cut c lies between distinct[c] and distinct[c + 1]
+    for q in quantiles:
+        c = int(np.searchsorted(distinct, q, side="left")) - 1
+        if cuts and c <= cuts[-1]:
+            c = cuts[-1] + 1
+        c = max(c, 0)
+        if c > distinct.size - 2:
+            raise RuntimeError(f"not enough distinct values for {n_bins} bins")
+        cuts.append(c)
+    return distinct[cuts].astype(np.float64)
+
+
+def _format_edge(edge: float) -> str:
+    return str(int(edge)) if float(edge).is_integer() else repr(float(edge))
+
+
+def _interval_names(edges: np.ndarray) -> list[str]:
+    bounds = ["-inf", *(_format_edge(e) for e in edges), "inf"]
+    names = [f"({lo}, {hi}]" for lo, hi in zip(bounds[:-2], bounds[1:-1], strict=True)]
+    return names + [f"({bounds[-2]}, inf)"]
+
+
+def build_adult(source: Path | str = DEFAULT_ADULT_SOURCE) -> dict:
+    """Build the a9a-encoded UCI Adult arrays written to ``adult.npz``.
+
+    Parameters
+    ----------
+    source : path
+        Directory holding ``adult.data.gz``, ``adult.test.gz`` and
+        ``adult.names``.
+
+    Returns
+    -------
+    dict
+        The numpy arrays described in the module docstring.
+
+    Raises
+    ------
+    FileNotFoundError
+        If a source file is missing.
+    RuntimeError
+        If a line is malformed, a value is not listed in ``adult.names``, a
+        continuous value is missing or not a non-negative integer, an
+        attribute has too few distinct training values for its bins, or the
+        counts differ from 32,561 / 16,281 rows and 123 features.
+    """
+    source = Path(source)
+    missing = [n for n in ADULT_FILES if not (source / n).is_file()]
+    if missing:
+        raise FileNotFoundError(f"missing Adult files in {source}: {missing}")
+    attributes = parse_adult_names(source / "adult.names")
+    parts = {
+        "train": _read_adult_records(source / "adult.data.gz", test=False),
+        "test": _read_adult_records(source / "adult.test.gz", test=True),
+    }
+
+    codes = {p: np.empty((len(r), len(attributes)), np.uint8) for p, r in parts.items()}
+    names, n_values, binned, edges_list = [], [], [], []
+    for a, (attr, values) in enumerate(attributes):
+        if values is not None:  # categorical: adult.names order, "?" missing
+            index = {v: k for k, v in enumerate(values)}
+            for part, records in parts.items():
+                for row, rec in enumerate(records):
+                    v = rec[a]
+                    if v == "?":
+                        codes[part][row, a] = ADULT_MISSING
+                    elif v in index:
+                        codes[part][row, a] = index[v]
+                    else:
+                        raise RuntimeError(f"{attr}: value {v!r} not in adult.names")
+            labels = values
+        else:  # continuous: integer values, bins from the training part
+            x = {}
+            for part, records in parts.items():
+                column = [rec[a] for rec in records]
+                if not all(v.isdigit() for v in column):
+                    raise RuntimeError(f"{attr}: missing or non-integer values")
+                x[part] = np.array(column, dtype=np.int64).astype(np.float64)
+            if attr in ADULT_ZERO_POSITIVE:
+                edges = np.zeros(1)
+            else:
+                edges = adult_bin_edges(x["train"])
+            for part in parts:
+                codes[part][:, a] = np.searchsorted(edges, x[part], side="left")
+            binned.append(attr)
+            edges_list.append(edges)
+            labels = _interval_names(edges)
+        names.extend(f"{attr}={v}" for v in labels)
+        n_values.append(len(labels))
+
+    n_values_a = np.array(n_values, dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(n_values_a)[:-1]]).astype(np.int64)
+    counts = (len(parts["train"]), len(parts["test"]), len(names))
+    if counts != _EXPECTED_ADULT:
+        raise RuntimeError(
+            f"expected (train rows, test rows, features) = {_EXPECTED_ADULT}, "
+            f"got {counts}"
+        )
+    out = {}
+    for part, records in parts.items():
+        c = codes[part]
+        if np.any((c >= n_values_a) & (c != ADULT_MISSING)):
+            raise RuntimeError("code out of range")
+        out[f"{part}_codes"] = c
+        out[f"{part}_target"] = np.array(
+            [rec[14] == _ADULT_LABELS[1] for rec in records], dtype=np.uint8
+        )
+    return {
+        **out,
+        "attributes": np.array([attr for attr, _ in attributes], dtype=np.str_),
+        "n_values": n_values_a,
+        "offsets": offsets,
+        "feature_names": np.array(names, dtype=np.str_),
+        "binned_attributes": np.array(binned, dtype=np.str_),
+        "bin_edges": np.concatenate(edges_list),
+        "n_bin_edges": np.array([e.size for e in edges_list], dtype=np.int64),
+        "source_files": np.array([f"adult/{n}" for n in ADULT_FILES], dtype=np.str_),
+        "source_sha256": np.array(
+            [_sha256(source / n) for n in ADULT_FILES], dtype=np.str_
+        ),
+        "script": np.array(SCRIPT_NAME),
+    }
+
+
+def write_adult(source=DEFAULT_ADULT_SOURCE, output_dir=DEFAULT_OUTPUT_DIR) -> Path:
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    arrays = build_adult(source)
+    path = output_dir / ADULT_OUTPUT
+    np.savez_compressed(path, **arrays)
+    summary = []
+    for part in ("train", "test"):
+        codes, target = arrays[f"{part}_codes"], arrays[f"{part}_target"]
+        summary.append(
+            f"{part} {target.size} rows ({target.mean():.2%} >50K, "
+            f"{int((codes == ADULT_MISSING).any(axis=1).sum())} with missing values)"
+        )
+    print(
+        f"{path}: {'; '.join(summary)}; {arrays['feature_names'].size} features, "
+        f"{path.stat().st_size} bytes"
+    )
+    return path
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="dataset", required=True)
@@ -577,6 +852,9 @@ def main(argv=None) -> int:
     p = sub.add_parser("kinships", help="Alyawarra kinships (25 relations)")
     p.add_argument("--source", type=Path, default=DEFAULT_KINSHIPS_SOURCE)
     p.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR)
+    p = sub.add_parser("adult", help="UCI Adult, a9a encoding (123 binary features)")
+    p.add_argument("--source", type=Path, default=DEFAULT_ADULT_SOURCE)
+    p.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR)
     args = parser.parse_args(argv)
     if args.dataset == "reuters":
         write_reuters(args.source, args.output_dir)
@@ -584,6 +862,8 @@ def main(argv=None) -> int:
         write_mnist(args.source, args.output_dir)
     elif args.dataset == "kinships":
         write_kinships(args.source, args.output_dir)
+    elif args.dataset == "adult":
+        write_adult(args.source, args.output_dir)
     return 0
 
 

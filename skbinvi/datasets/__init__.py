@@ -1,5 +1,6 @@
 """Bundled real data sets and synthetic generators with known ground truth."""
 
+from ._adult import load_adult
 from ._kinships import load_kinships
 from ._mnist import load_binary_mnist, make_multi_mnist
 from ._relational_generator import make_relational
@@ -7,6 +8,7 @@ from ._reuters import load_reuters
 from ._samples_generator import make_noisy_or, make_noisy_or_patterns
 
 __all__ = [
+    "load_adult",
     "load_binary_mnist",
     "load_kinships",
     "load_reuters",
