@@ -3,7 +3,7 @@
 import itertools
 
 import numpy as np
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 from scipy.special import log_ndtr
 
 from skbinvi.relational import _kernels
@@ -321,3 +321,26 @@ def test_mcvi_step_one_with_exact_expectation_is_coordinate_ascent():
         best = grid[int(np.argmax(values))]
         # the Monte Carlo estimate of E[Delta] from 200k samples
         assert abs(1 / (1 + np.exp(-out[i, d])) - best) < 0.01, (i, d, out[i, d], best)
+
+
+def test_monte_carlo_kernels_do_not_depend_on_the_number_of_threads():
+    """Threads split the samples; the sums run in a fixed order (reproducible results)."""
+    import numba
+
+    rows, cols, x, q, w0, w, rho = _cavi_problem(seed=14, N=15, D=4)
+    N, D = q.shape
+    uniforms = np.random.default_rng(0).random((6, N, D))
+    results = []
+    default = numba.get_num_threads()
+    try:
+        for n_threads in sorted({1, default}):
+            numba.set_num_threads(n_threads)
+            deltas, grad, rhs = np.empty((N, D)), np.empty((N, D)), np.empty(D + 1)
+            _kernels.mcvi_mean_deltas(rows, cols, x, q, 0.2, w0, w, uniforms, deltas)
+            _kernels.score_function_gradient(rows, cols, x, q, 0.2, w0, w, uniforms, grad)
+            _kernels.mc_weight_rhs(rows, cols, x, q, w0, w, uniforms, rhs)
+            results.append((deltas, grad, rhs))
+    finally:
+        numba.set_num_threads(default)
+    for a, b in zip(results[0], results[-1]):
+        assert_array_equal(a, b)

@@ -16,8 +16,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import _kernels
 
 # Logits are kept in [-_MAX_LOGIT, _MAX_LOGIT] so that log q and log(1 - q)
-# stay finite (q within 1e-13 of 0 or 1 at worst).
-_MAX_LOGIT = 30.0
+# stay finite (q within 1e-13 of 0 or 1 at worst); cavi_sweep uses the same.
+_MAX_LOGIT = _kernels.MAX_LOGIT
 
 
 class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
@@ -438,8 +438,6 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
                 _kernels.cavi_sweep(*inc, q, logit_rho, w[0], w[1:], mean_y, m)
                 _kernels.augmented_weight_rhs(rows, cols, q, mean_y, rhs)
                 _kernels.weight_pass(rows, cols, q, rhs, self.alpha, w, m)
-                np.clip(logit(q), -_MAX_LOGIT, _MAX_LOGIT, out=logits)
-                q = expit(logits)
             else:
                 uniforms = rng.random_sample((self.n_mc_samples, N, D))
                 r = (self.n_iter_ + self.learning_offset) ** (-self.learning_decay)
@@ -501,18 +499,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
         """q_i, q_j (n_pairs, D) of validated pairs; unseen ids get the prior."""
         check_is_fitted(self)
         rows, cols = self._check_pairs(X, reset=False)
-        q = self.latent_features_
-        N = q.shape[0]
-        prior = np.full(q.shape[1], self.feature_prior)
-
-        def take(ids):
-            out = np.empty((ids.size, q.shape[1]))
-            seen = ids < N
-            out[seen] = q[ids[seen]]
-            out[~seen] = prior
-            return out
-
-        return take(rows), take(cols)
+        q, rows, cols = self._with_prior_row(rows, cols)
+        return q[rows], q[cols]
 
     def transform(self, X):
         """Posterior interaction features E_q[z_id z_jd] = q_id q_jd of each pair.
@@ -556,9 +544,12 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
         ValueError
             As :meth:`fit` for X.
         """
-        p = self.transform(X)
-        mean = self.intercept_ + p @ self.weights_
-        var = (p * (1.0 - p)) @ (self.weights_ ** 2)
+        check_is_fitted(self)
+        rows, cols = self._check_pairs(X, reset=False)
+        q, rows, cols = self._with_prior_row(rows, cols)
+        mean, var = np.empty(rows.size), np.empty(rows.size)
+        _kernels.pair_mean_and_variance(rows, cols, q, self.intercept_, self.weights_,
+                                        mean, var)
         return mean / np.sqrt(1.0 + var)
 
     def predict_proba(self, X):
@@ -662,16 +653,22 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self)
         rows, cols, x = self._check_pairs(X, reset=False, y=y)
-        qi, qj = self._pair_features(X)
-        q = np.vstack([qi, qj])
-        n = rows.size
-        local_rows = np.arange(n, dtype=np.int64)
-        out = np.empty(n)
-        _kernels.expected_pair_log_likelihood(local_rows, local_rows + n, x, q,
-                                              self.intercept_, self.weights_,
-                                              self._elbo_uniforms, out)
+        q, rows, cols = self._with_prior_row(rows, cols)
+        out = np.empty(rows.size)
+        _kernels.expected_pair_log_likelihood(rows, cols, x, q, self.intercept_,
+                                              self.weights_, self._elbo_uniforms, out)
         kl = _kernels.kl_features(self.latent_features_, self.feature_prior)
         return float(out.sum() - kl)
+
+    def _with_prior_row(self, rows, cols):
+        """q with one extra row, the prior, and the ids of unseen entities mapped to it.
+
+        Returns ``(q_ext, rows, cols)``: O(N D + P) memory, no (P, D) copies.
+        """
+        q = self.latent_features_
+        N = q.shape[0]
+        q_ext = np.vstack([q, np.full((1, q.shape[1]), self.feature_prior)])
+        return q_ext, np.minimum(rows, N), np.minimum(cols, N)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

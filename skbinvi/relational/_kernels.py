@@ -12,8 +12,9 @@ All kernels write into preallocated ``out`` arrays and never into their inputs.
 import math
 
 import numpy as np
+from numba import prange
 
-from .._math import inverse_mills_ratio, log_ndtr
+from .._math import inverse_mills_ratio, log_ndtr, sigmoid
 from .._numba import njit
 
 
@@ -23,7 +24,7 @@ def pair_log_likelihood(x, eta):
     return log_ndtr(eta) if x > 0.5 else log_ndtr(-eta)
 
 
-@njit
+@njit(parallel=True)
 def expected_pair_log_likelihood(rows, cols, x, q, w0, w, uniforms, out):
     """E_q[g_ij(eta_ij)] of every observed pair, by Monte Carlo, nats.
 
@@ -51,7 +52,7 @@ def expected_pair_log_likelihood(rows, cols, x, q, w0, w, uniforms, out):
     """
     D = q.shape[1]
     S = uniforms.shape[0]
-    for p in range(rows.shape[0]):
+    for p in prange(rows.shape[0]):  # pairs are independent: threads over pairs
         i, j = rows[p], cols[p]
         total = 0.0
         for s in range(S):
@@ -61,6 +62,11 @@ def expected_pair_log_likelihood(rows, cols, x, q, w0, w, uniforms, out):
                     eta += w[d]
             total += pair_log_likelihood(x[p], eta)
         out[p] = total / S
+
+
+# Largest |logit q| that the estimator lets a posterior probability reach:
+# q stays within 1e-13 of 0 and 1, so log q and log(1 - q) are finite.
+MAX_LOGIT = 30.0
 
 
 @njit
@@ -102,10 +108,10 @@ def truncated_normal_mean(x, mu):
     return mu - inverse_mills_ratio(-mu)
 
 
-@njit
+@njit(parallel=True)
 def truncated_normal_means(x, mu, out):
     """:func:`truncated_normal_mean` of every pair: ``out[p]`` = E[y_p] at location mu[p]."""
-    for p in range(x.shape[0]):
+    for p in prange(x.shape[0]):
         out[p] = truncated_normal_mean(x[p], mu[p])
 
 
@@ -141,15 +147,30 @@ def augmented_bound(rows, cols, x, q, w0, w, mu, rho):
     return total - kl_features(q, rho)
 
 
-@njit
+@njit(parallel=True)
 def pair_means(rows, cols, q, w0, w, out):
     """m_p = E_q[eta_p] = w_0 + sum_d w_d q_id q_jd for every pair (the S_ij + w_0)."""
-    for p in range(rows.shape[0]):
+    for p in prange(rows.shape[0]):
         i, j = rows[p], cols[p]
         m = w0
         for d in range(q.shape[1]):
             m += w[d] * q[i, d] * q[j, d]
         out[p] = m
+
+
+@njit(parallel=True)
+def pair_mean_and_variance(rows, cols, q, w0, w, mean, var):
+    """E_q[eta_p] and Var_q[eta_p] = sum_d w_d^2 p_d (1 - p_d), p_d = q_id q_jd (out)."""
+    for p in prange(rows.shape[0]):
+        i, j = rows[p], cols[p]
+        m = w0
+        v = 0.0
+        for d in range(q.shape[1]):
+            pd = q[i, d] * q[j, d]
+            m += w[d] * pd
+            v += w[d] * w[d] * pd * (1.0 - pd)
+        mean[p] = m
+        var[p] = v
 
 
 @njit
@@ -188,9 +209,10 @@ def cavi_sweep(inc_indptr, inc_pair, inc_other, q, logit_rho, w0, w, mean_y, m):
                 p, j = inc_pair[k], inc_other[k]
                 others = m[p] - w0 - wd * q[i, d] * q[j, d]
                 field += q[j, d] * (mean_y[p] - w0 - 0.5 * wd - others)
-            t = logit_rho + wd * field
-            new = 1.0 / (1.0 + math.exp(-t)) if t >= 0 else (
-                math.exp(t) / (1.0 + math.exp(t)))
+            # logits are kept in [-MAX_LOGIT, MAX_LOGIT]: no exact 0 or 1,
+            # no subnormal q (slow arithmetic, measured 1.8x on the w step)
+            t = min(max(logit_rho + wd * field, -MAX_LOGIT), MAX_LOGIT)
+            new = sigmoid(t)
             delta = new - q[i, d]
             if delta != 0.0:
                 for k in range(inc_indptr[i], inc_indptr[i + 1]):
@@ -199,19 +221,29 @@ def cavi_sweep(inc_indptr, inc_pair, inc_other, q, logit_rho, w0, w, mean_y, m):
 
 
 def incidence(rows, cols, n_entities):
-    """Pairs incident to each entity, as CSR-like int64 arrays for :func:`cavi_sweep`.
+    """Pairs incident to each entity, as CSR-like arrays for :func:`cavi_sweep`.
 
-    Returns ``inc_indptr`` (N + 1,), ``inc_pair`` and ``inc_other`` (2 P,):
-    every pair p = (i, j) appears once under i (other j) and once under j
-    (other i).
+    Returns ``inc_indptr`` (N + 1,) int64, ``inc_pair`` and ``inc_other``
+    (2 P,): every pair p = (i, j) appears once under i (other j) and once
+    under j (other i). The two lists are int32 when the ids and 2 P fit
+    (halving their memory, 100 MiB per 12.5 million pairs), else int64.
     """
-    ends = np.concatenate([rows, cols])
-    others = np.concatenate([cols, rows])
-    pairs = np.concatenate([np.arange(rows.size), np.arange(rows.size)])
-    order = np.argsort(ends, kind="stable")
+    P = rows.size
+    small = 2 * P < 2**31 and n_entities < 2**31
+    index = np.int32 if small else np.int64
+    ends = np.concatenate([rows, cols]).astype(index, copy=False)
+    order = np.argsort(ends, kind="stable")  # positions in rows ++ cols
+    del ends
     indptr = np.zeros(n_entities + 1, dtype=np.int64)
-    np.cumsum(np.bincount(ends, minlength=n_entities), out=indptr[1:])
-    return indptr, pairs[order].astype(np.int64), others[order].astype(np.int64)
+    np.cumsum(np.bincount(rows, minlength=n_entities)
+              + np.bincount(cols, minlength=n_entities), out=indptr[1:])
+    from_rows = order < P  # the entity is the pair's first one: other = cols
+    order[~from_rows] -= P  # now the pair index
+    inc_pair = order.astype(index)
+    inc_other = np.empty(2 * P, dtype=index)
+    inc_other[from_rows] = cols[order[from_rows]]
+    inc_other[~from_rows] = rows[order[~from_rows]]
+    return indptr, inc_pair, inc_other
 
 
 def weight_step(rows, cols, q, mean_y, alpha=0.0):
@@ -327,7 +359,7 @@ def _sample_joint(rows, cols, q, w0, w, uniforms, z, eta):
         eta[p] = value
 
 
-@njit
+@njit(parallel=True)
 def mcvi_mean_deltas(rows, cols, x, q, logit_rho, w0, w, uniforms, out):
     """Monte Carlo estimate of E_{q_-id}[Delta_id] for every (i, d) at once.
 
@@ -361,11 +393,14 @@ def mcvi_mean_deltas(rows, cols, x, q, logit_rho, w0, w, uniforms, out):
     """
     S, N, D = uniforms.shape
     P = x.shape[0]
-    z = np.empty((N, D))
-    eta = np.empty(P)
-    out[:, :] = 0.0
-    for s in range(S):
+    # one thread per sample, each with its own accumulator; summed in a fixed
+    # order, so the result does not depend on the number of threads
+    partial = np.zeros((S, N, D))
+    for s in prange(S):
+        z = np.empty((N, D))
+        eta = np.empty(P)
         _sample_joint(rows, cols, q, w0, w, uniforms[s], z, eta)
+        acc = partial[s]
         for p in range(P):
             i, j = rows[p], cols[p]
             g_eta = pair_log_likelihood(x[p], eta[p])
@@ -373,18 +408,21 @@ def mcvi_mean_deltas(rows, cols, x, q, logit_rho, w0, w, uniforms, out):
                 zi, zj = z[i, d] > 0.0, z[j, d] > 0.0
                 if zi and zj:
                     delta = g_eta - pair_log_likelihood(x[p], eta[p] - w[d])
-                    out[i, d] += delta
-                    out[j, d] += delta
+                    acc[i, d] += delta
+                    acc[j, d] += delta
                 elif zj:
-                    out[i, d] += pair_log_likelihood(x[p], eta[p] + w[d]) - g_eta
+                    acc[i, d] += pair_log_likelihood(x[p], eta[p] + w[d]) - g_eta
                 elif zi:
-                    out[j, d] += pair_log_likelihood(x[p], eta[p] + w[d]) - g_eta
-    for i in range(N):
+                    acc[j, d] += pair_log_likelihood(x[p], eta[p] + w[d]) - g_eta
+    for i in prange(N):
         for d in range(D):
-            out[i, d] = logit_rho + out[i, d] / S
+            total = 0.0
+            for s in range(S):
+                total += partial[s, i, d]
+            out[i, d] = logit_rho + total / S
 
 
-@njit
+@njit(parallel=True)
 def mc_weight_rhs(rows, cols, x, q, w0, w, uniforms, out):
     """Monte Carlo ``E_q[sum_p f_p(z) ybar_p(z)]`` (D + 1,) for the EM w step.
 
@@ -401,20 +439,24 @@ def mc_weight_rhs(rows, cols, x, q, w0, w, uniforms, out):
     """
     S, N, D = uniforms.shape
     P = x.shape[0]
-    z = np.empty((N, D))
-    eta = np.empty(P)
-    out[:] = 0.0
-    for s in range(S):
+    partial = np.zeros((S, D + 1))
+    for s in prange(S):  # one thread per sample, summed in a fixed order
+        z = np.empty((N, D))
+        eta = np.empty(P)
         _sample_joint(rows, cols, q, w0, w, uniforms[s], z, eta)
+        acc = partial[s]
         for p in range(P):
             i, j = rows[p], cols[p]
             ybar = truncated_normal_mean(x[p], eta[p])
-            out[0] += ybar
+            acc[0] += ybar
             for d in range(D):
                 if z[i, d] > 0.0 and z[j, d] > 0.0:
-                    out[d + 1] += ybar
+                    acc[d + 1] += ybar
     for d in range(D + 1):
-        out[d] /= S
+        total = 0.0
+        for s in range(S):
+            total += partial[s, d]
+        out[d] = total / S
 
 
 # ---------------------------------------------------------------------------
@@ -422,7 +464,7 @@ def mc_weight_rhs(rows, cols, x, q, w0, w, uniforms, out):
 # ---------------------------------------------------------------------------
 
 
-@njit
+@njit(parallel=True)
 def score_function_gradient(rows, cols, x, q, logit_rho, w0, w, uniforms, out):
     """Rao-Blackwellized score-function estimate of dELBO / d logit q_id.
 
@@ -440,16 +482,14 @@ def score_function_gradient(rows, cols, x, q, logit_rho, w0, w, uniforms, out):
     """
     S, N, D = uniforms.shape
     P = x.shape[0]
-    z = np.empty((N, D))
-    eta = np.empty(P)
-    blanket = np.empty(N)  # likelihood of the pairs of i: shared by all d
-    sum_sf = np.zeros((N, D))  # sum_s (z - q) f
-    sum_ss = np.zeros((N, D))  # sum_s (z - q)^2
-    sum_ssf = np.zeros((N, D))  # sum_s (z - q)^2 f
-    sum_score = np.zeros((N, D))  # sum_s (z - q)
-    for s in range(S):
+    # per sample (one thread each): (z - q) and f of every (i, d)
+    scores = np.empty((S, N, D))
+    values = np.empty((S, N, D))
+    for s in prange(S):
+        z = np.empty((N, D))
+        eta = np.empty(P)
+        blanket = np.zeros(N)  # likelihood of the pairs of i: shared by all d
         _sample_joint(rows, cols, q, w0, w, uniforms[s], z, eta)
-        blanket[:] = 0.0
         for p in range(P):
             g = pair_log_likelihood(x[p], eta[p])
             blanket[rows[p]] += g
@@ -459,13 +499,20 @@ def score_function_gradient(rows, cols, x, q, logit_rho, w0, w, uniforms, out):
                 zid, qid = z[i, d], q[i, d]
                 f = blanket[i] + zid * logit_rho
                 f -= math.log(qid) if zid > 0.0 else math.log1p(-qid)
-                score = zid - qid
-                sum_sf[i, d] += score * f
-                sum_ss[i, d] += score * score
-                sum_ssf[i, d] += score * score * f
-                sum_score[i, d] += score
-    for i in range(N):
+                scores[s, i, d] = zid - qid
+                values[s, i, d] = f
+    for i in prange(N):
         for d in range(D):
-            b = sum_ssf[i, d] / sum_ss[i, d] if sum_ss[i, d] > 0.0 else 0.0
+            sum_sf = 0.0  # sum_s (z - q) f
+            sum_ss = 0.0  # sum_s (z - q)^2
+            sum_ssf = 0.0  # sum_s (z - q)^2 f
+            sum_score = 0.0  # sum_s (z - q)
+            for s in range(S):
+                score, f = scores[s, i, d], values[s, i, d]
+                sum_sf += score * f
+                sum_ss += score * score
+                sum_ssf += score * score * f
+                sum_score += score
+            b = sum_ssf / sum_ss if sum_ss > 0.0 else 0.0
             # sum_s (z - q)(f - b) / S
-            out[i, d] = (sum_sf[i, d] - b * sum_score[i, d]) / S
+            out[i, d] = (sum_sf - b * sum_score) / S
