@@ -164,7 +164,9 @@ ax_auc.axhline(0.9443, color="gray", linestyle="--",
 ax_auc.set_xticks(range(len(results)), list(results))
 ax_auc.set_ylabel("held-out AUC")
 ax_auc.set_title(f"Held-out AUC, {len(SEEDS)} seed(s)")
-ax_auc.legend(loc="lower right")
+all_auc = np.concatenate([r["auc"] for r in results.values()])
+ax_auc.set_ylim(min(all_auc.min(), 0.9443) - 0.05, 1.0)
+ax_auc.legend(loc="upper left", fontsize="small")
 fig.tight_layout()
 plt.show()
 
