@@ -569,3 +569,21 @@ def test_mabn_energy_and_lower_bound_against_monte_carlo():
     lower = B.mabn_expected_log_prior_lower_bound(m, kappa, mu0)
     assert np.all(lower <= lp_mc + 5 * lp_se)
     assert lower[0] == pytest.approx(lp_mc[0], abs=5 * lp_se[0])
+
+
+def test_independent_prior_kl_broadcasts_a_shared_prior_direction():
+    """mu0 of shape (p,) with kappa0 of shape (K,) (allowed by VMFGammaPrior)."""
+    from skbinvi.experts._bounds import gamma_kl, independent_prior_kl
+    from skbinvi.experts._vmf import vmf_kl
+
+    rng = np.random.default_rng(0)
+    K, p = 3, 4
+    mu = rng.normal(size=(K, p))
+    mu /= np.linalg.norm(mu, axis=1, keepdims=True)
+    kappa, r, s = rng.uniform(1, 5, K), rng.uniform(1, 3, K), rng.uniform(1, 3, K)
+    mu0 = np.eye(p)[0]
+    kappa0 = np.array([0.5, 1.0, 2.0])
+    kl = independent_prior_kl((mu, kappa, r, s), (mu0, kappa0, 2.0, 1.0))
+    for k in range(K):
+        expected = vmf_kl(mu[k], kappa[k], mu0, kappa0[k]) + gamma_kl(r[k], s[k], 2.0, 1.0)
+        np.testing.assert_allclose(kl[k], expected, rtol=1e-12)

@@ -982,7 +982,9 @@ def independent_prior_kl(params, prior):
     if len(prior) != 4:
         raise ValueError("prior must be (mu0, kappa0, alpha1, alpha2).")
     mu0, kappa0, alpha1, alpha2 = prior
-    mu0 = np.atleast_2d(np.asarray(mu0, dtype=np.float64))
+    # a shared mu0 (p,) or kappa0 (scalar) is broadcast to every vector
+    mu0 = np.broadcast_to(np.asarray(mu0, dtype=np.float64), mu.shape)
+    kappa0 = np.broadcast_to(np.asarray(kappa0, dtype=np.float64), kappa.shape)
     return (np.asarray(vmf_kl(mu, kappa, mu0, kappa0))
             + np.broadcast_to(gamma_kl(r, s, alpha1, alpha2), kappa.shape))
 
