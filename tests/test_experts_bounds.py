@@ -585,5 +585,6 @@ def test_independent_prior_kl_broadcasts_a_shared_prior_direction():
     kappa0 = np.array([0.5, 1.0, 2.0])
     kl = independent_prior_kl((mu, kappa, r, s), (mu0, kappa0, 2.0, 1.0))
     for k in range(K):
-        expected = vmf_kl(mu[k], kappa[k], mu0, kappa0[k]) + gamma_kl(r[k], s[k], 2.0, 1.0)
+        expected = (vmf_kl(mu[k], kappa[k], mu0, kappa0[k])
+                    + gamma_kl(r[k], s[k], 2.0, 1.0))
         np.testing.assert_allclose(kl[k], expected, rtol=1e-12)
