@@ -65,8 +65,10 @@ warnings.filterwarnings("ignore", category=ConvergenceWarning)
 
 data = load_kinships(relation="term18")
 X, y = data.data, data.target
-print(f"{len(X)} ordered pairs of {len(data.entity_names)} people, "
-      f"{y.sum()} links ({data.relation})")
+print(
+    f"{len(X)} ordered pairs of {len(data.entity_names)} people, "
+    f"{y.sum()} links ({data.relation})"
+)
 
 
 def split_unordered(X, seed, test_size=0.2):
@@ -75,7 +77,9 @@ def split_unordered(X, seed, test_size=0.2):
     key = lo * (X.max() + 1) + hi
     unique = np.unique(key)
     rng = np.random.default_rng(seed)
-    test_keys = rng.choice(unique, size=int(round(test_size * unique.size)), replace=False)
+    test_keys = rng.choice(
+        unique, size=int(round(test_size * unique.size)), replace=False
+    )
     return np.isin(key, test_keys)
 
 
@@ -86,31 +90,48 @@ def split_unordered(X, seed, test_size=0.2):
 # evaluations, no early stopping), so the times are those of the inference
 # alone.
 for params in METHODS.values():  # load the compiled kernels before timing
-    LatentFeatureRelational(2, max_iter=1, random_state=0, **params).fit(X[:200], y[:200])
+    LatentFeatureRelational(2, max_iter=1, random_state=0, **params).fit(
+        X[:200], y[:200]
+    )
 results = {name: {"auc": [], "elbo": [], "time": []} for name in METHODS}
 for seed in SEEDS:
     test = split_unordered(X, seed)
     for name, params in METHODS.items():
-        model = LatentFeatureRelational(N_COMPONENTS, max_iter=MAX_ITER, evaluate_every=0,
-                                        random_state=seed, **params)
+        model = LatentFeatureRelational(
+            N_COMPONENTS,
+            max_iter=MAX_ITER,
+            evaluate_every=0,
+            random_state=seed,
+            **params,
+        )
         tic = time.perf_counter()
         model.fit(X[~test], y[~test])
         elapsed = time.perf_counter() - tic
-        results[name]["auc"].append(roc_auc_score(y[test], model.predict_proba(X[test])[:, 1]))
+        results[name]["auc"].append(
+            roc_auc_score(y[test], model.predict_proba(X[test])[:, 1])
+        )
         results[name]["elbo"].append(model.elbo(X[~test], y[~test]))
         results[name]["time"].append(elapsed)
 
-print(f"\n{'method':<7}{'held-out AUC':>22}{'true ELBO (nats)':>24}{'fit time (s)':>14}")
+print(
+    f"\n{'method':<7}{'held-out AUC':>22}{'true ELBO (nats)':>24}{'fit time (s)':>14}"
+)
 for name, r in results.items():
     auc, elbo = np.array(r["auc"]), np.array(r["elbo"])
-    print(f"{name:<7}{auc.mean():>12.4f} +- {auc.std():.4f}"
-          f"{elbo.mean():>15.1f} +- {elbo.std():5.1f}{np.mean(r['time']):>12.2f}")
-print("(mean +- standard deviation over seeds "
-      f"{SEEDS}; {MAX_ITER} iterations, D = {N_COMPONENTS})")
-print("Published reference, another protocol: Miller et al. (2009) report AUC 0.9443 "
-      "for the\nnonparametric latent feature relational model with random "
-      "initialization (MCMC, all 26\nrelations jointly with a full weight matrix "
-      "per relation, 20% of the tensor's entries held out).")
+    print(
+        f"{name:<7}{auc.mean():>12.4f} +- {auc.std():.4f}"
+        f"{elbo.mean():>15.1f} +- {elbo.std():5.1f}{np.mean(r['time']):>12.2f}"
+    )
+print(
+    "(mean +- standard deviation over seeds "
+    f"{SEEDS}; {MAX_ITER} iterations, D = {N_COMPONENTS})"
+)
+print(
+    "Published reference, another protocol: Miller et al. (2009) report AUC 0.9443 "
+    "for the\nnonparametric latent feature relational model with random "
+    "initialization (MCMC, all 26\nrelations jointly with a full weight matrix "
+    "per relation, 20% of the tensor's entries held out)."
+)
 
 # %%
 # True ELBO against wall-clock time
@@ -122,8 +143,9 @@ print("Published reference, another protocol: Miller et al. (2009) report AUC 0.
 test = split_unordered(X, 0)
 traces = {}
 for name, params in METHODS.items():
-    model = LatentFeatureRelational(N_COMPONENTS, evaluate_every=0, warm_start=True,
-                                    random_state=0, **params)
+    model = LatentFeatureRelational(
+        N_COMPONENTS, evaluate_every=0, warm_start=True, random_state=0, **params
+    )
     clock, times, elbos = 0.0, [], []
     done = 0
     while done < MAX_ITER:
@@ -136,15 +158,19 @@ for name, params in METHODS.items():
         times.append(clock)
         elbos.append(model.elbo(X[~test], y[~test]))
     traces[name] = (np.array(times), np.array(elbos))
-    print(f"{name}: true ELBO {elbos[-1]:.1f} nats after {done} iterations, {clock:.2f} s")
+    print(
+        f"{name}: true ELBO {elbos[-1]:.1f} nats after {done} iterations, {clock:.2f} s"
+    )
 
 mcvi_times, mcvi_elbos = traces["mcvi"]
 for name in ("cavi", "score"):
     times, elbos = traces[name]
     above = np.flatnonzero(mcvi_elbos > elbos[-1])
     when = f"after {mcvi_times[above[0]]:.2f} s" if above.size else "never"
-    print(f"mcvi exceeds the final true ELBO of {name} ({elbos[-1]:.1f} nats, "
-          f"reached in {times[-1]:.2f} s): {when}")
+    print(
+        f"mcvi exceeds the final true ELBO of {name} ({elbos[-1]:.1f} nats, "
+        f"reached in {times[-1]:.2f} s): {when}"
+    )
 
 fig, (ax_elbo, ax_auc) = plt.subplots(1, 2, figsize=(11, 4))
 for name, (times, elbos) in traces.items():
@@ -156,11 +182,12 @@ low = min(e[len(e) // 3] for _, e in traces.values())
 ax_elbo.set_ylim(low, max(e.max() for _, e in traces.values()) + 50)
 ax_elbo.set_title("True ELBO against time (seed 0)")
 ax_elbo.legend()
-for k, (name, r) in enumerate(results.items()):
+for k, r in enumerate(results.values()):
     ax_auc.scatter(np.full(len(r["auc"]), k), r["auc"], alpha=0.7)
     ax_auc.hlines(np.mean(r["auc"]), k - 0.2, k + 0.2, color="k")
-ax_auc.axhline(0.9443, color="gray", linestyle="--",
-               label="Miller et al. 2009 (other protocol)")
+ax_auc.axhline(
+    0.9443, color="gray", linestyle="--", label="Miller et al. 2009 (other protocol)"
+)
 ax_auc.set_xticks(range(len(results)), list(results))
 ax_auc.set_ylabel("held-out AUC")
 ax_auc.set_title(f"Held-out AUC, {len(SEEDS)} seed(s)")
@@ -178,13 +205,20 @@ plt.show()
 # for any classifier (its folds split ordered pairs).
 grid = {"n_components": [5, 10] if args.quick else [5, 10, 20]}
 search = GridSearchCV(
-    LatentFeatureRelational(max_iter=MAX_ITER // 3, random_state=0, learning_offset=10.0),
-    grid, scoring="roc_auc", cv=3,
+    LatentFeatureRelational(
+        max_iter=MAX_ITER // 3, random_state=0, learning_offset=10.0
+    ),
+    grid,
+    scoring="roc_auc",
+    cv=3,
 )
 search.fit(X[~test], y[~test])
-for params, score in zip(search.cv_results_["params"],
-                         search.cv_results_["mean_test_score"]):
+for params, score in zip(
+    search.cv_results_["params"], search.cv_results_["mean_test_score"], strict=True
+):
     print(f"{params}: cross-validated AUC {score:.4f}")
 best = search.best_estimator_
-print(f"best {search.best_params_}, held-out AUC "
-      f"{roc_auc_score(y[test], best.predict_proba(X[test])[:, 1]):.4f}")
+print(
+    f"best {search.best_params_}, held-out AUC "
+    f"{roc_auc_score(y[test], best.predict_proba(X[test])[:, 1]):.4f}"
+)

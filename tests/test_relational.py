@@ -50,7 +50,9 @@ def test_held_out_links_recovered_on_data_with_known_truth(inference):
 def test_mcvi_reaches_a_higher_true_elbo_than_cavi(synthetic):
     """The point of [Ji]: cavi maximizes a looser bound, mcvi the true ELBO."""
     X, y, _ = synthetic
-    elbos = {m: _model(m, max_iter=150).fit(X, y).elbo_history_[-1] for m in ("mcvi", "cavi")}
+    elbos = {
+        m: _model(m, max_iter=150).fit(X, y).elbo_history_[-1] for m in ("mcvi", "cavi")
+    }
     assert elbos["mcvi"] > elbos["cavi"], elbos
 
 
@@ -65,8 +67,11 @@ def test_kinship_link_prediction_on_real_data():
     """A real network: one relation of the Alyawarra kinship data, 20% held out."""
     data = load_kinships(relation="term18")
     X_train, X_test, y_train, y_test = train_test_split(
-        data.data, data.target, test_size=0.2, random_state=0)
-    model = LatentFeatureRelational(10, max_iter=100, random_state=0).fit(X_train, y_train)
+        data.data, data.target, test_size=0.2, random_state=0
+    )
+    model = LatentFeatureRelational(10, max_iter=100, random_state=0).fit(
+        X_train, y_train
+    )
     auc = roc_auc_score(y_test, model.predict_proba(X_test)[:, 1])
     # measured 0.95-0.97 (seeds 0-2, 300 iterations); a constant predictor scores 0.5
     assert auc > 0.9, auc
@@ -87,7 +92,9 @@ def test_outputs_shapes_and_consistency(synthetic, inference):
     assert proba.shape == (50, 2)
     assert_allclose(proba.sum(axis=1), 1.0)
     score = model.decision_function(X[:50])
-    assert_array_equal(model.predict(X[:50]), model.classes_[(proba[:, 1] > 0.5).astype(int)])
+    assert_array_equal(
+        model.predict(X[:50]), model.classes_[(proba[:, 1] > 0.5).astype(int)]
+    )
     assert_array_equal(score > 0, proba[:, 1] > 0.5)
     features = model.transform(X[:50])
     q = model.latent_features_
@@ -95,7 +102,7 @@ def test_outputs_shapes_and_consistency(synthetic, inference):
     # the link is linear in the transform features
     p = features
     m = model.intercept_ + p @ model.weights_
-    v = (p * (1 - p)) @ model.weights_ ** 2
+    v = (p * (1 - p)) @ model.weights_**2
     assert_allclose(score, m / np.sqrt(1 + v))
     # undirected: a pair and its reverse get the same prediction
     assert_allclose(model.predict_proba(X[:50, ::-1]), proba)
@@ -127,7 +134,9 @@ def test_unseen_entities_get_the_prior(synthetic):
     assert_allclose(model.transform([[3, 55], [57, 58]])[1], np.full(3, 0.09))
     assert_allclose(model.transform([[3, 55]])[0], model.latent_features_[3] * 0.3)
     # an entity declared but in no training pair has the prior as posterior
-    declared = _model(max_iter=10, feature_prior=0.3, n_entities=60).fit(X[keep], y[keep])
+    declared = _model(max_iter=10, feature_prior=0.3, n_entities=60).fit(
+        X[keep], y[keep]
+    )
     assert_allclose(declared.latent_features_[50:], 0.3)
     with pytest.raises(ValueError, match="smaller than n_entities=60"):
         declared.predict([[3, 60]])
@@ -135,8 +144,9 @@ def test_unseen_entities_get_the_prior(synthetic):
 
 def test_gridsearch_over_pairs_with_roc_auc(synthetic):
     X, y, _ = synthetic
-    search = GridSearchCV(_model(max_iter=50), {"n_components": [2, 3]},
-                          scoring="roc_auc", cv=3).fit(X, y)
+    search = GridSearchCV(
+        _model(max_iter=50), {"n_components": [2, 3]}, scoring="roc_auc", cv=3
+    ).fit(X, y)
     assert search.best_params_["n_components"] in (2, 3)
     # the true probabilities score 0.78 on these data; chance is 0.5
     assert search.best_score_ > 0.65, search.cv_results_["mean_test_score"]
@@ -162,8 +172,9 @@ def test_warm_start_continues_the_run(synthetic):
 
 def test_tol_stops_and_max_iter_warns(synthetic):
     X, y, _ = synthetic
-    model = LatentFeatureRelational(3, inference="cavi", tol=1e-2, max_iter=300,
-                                    random_state=0).fit(X, y)
+    model = LatentFeatureRelational(
+        3, inference="cavi", tol=1e-2, max_iter=300, random_state=0
+    ).fit(X, y)
     assert model.n_iter_ < 300
     with pytest.warns(ConvergenceWarning, match="max_iter"):
         LatentFeatureRelational(3, tol=0, max_iter=3, random_state=0).fit(X, y)
@@ -204,8 +215,13 @@ def test_determinism_idempotence_and_pickle(synthetic, inference):
 def test_inputs_not_modified_and_dtypes_accepted(synthetic, tmp_path):
     X, y, _ = synthetic
     results = []
-    for Xd in (X.astype(np.int32), X.astype(np.int64), X.astype(np.float64),
-               X.astype(np.float32), X.tolist()):
+    for Xd in (
+        X.astype(np.int32),
+        X.astype(np.int64),
+        X.astype(np.float64),
+        X.astype(np.float32),
+        X.tolist(),
+    ):
         X_copy = np.array(Xd, copy=True)
         y_copy = y.copy()
         model = _model(max_iter=5).fit(Xd, y)
@@ -232,7 +248,9 @@ def test_predictions_invariant_to_order_and_subsets(synthetic):
     model.predict(X), model.transform(X), model.elbo(X, y)
     assert vars(model).keys() == state.keys()
     for key, value in state.items():
-        assert np.all(vars(model)[key] == value) if isinstance(value, np.ndarray) else True
+        assert (
+            np.all(vars(model)[key] == value) if isinstance(value, np.ndarray) else True
+        )
 
 
 def test_unfitted_raises(synthetic):
@@ -281,12 +299,21 @@ def test_bad_input_in_predict_and_explicit_n_entities(synthetic):
     with pytest.raises(ValueError, match="y requires|None"):
         LatentFeatureRelational().fit(X, None)
     with pytest.raises(ValueError, match="convert string"):
-        LatentFeatureRelational().fit(np.array([["a", "b"], ["c", "d"]], dtype=object), [0, 1])
+        LatentFeatureRelational().fit(
+            np.array([["a", "b"], ["c", "d"]], dtype=object), [0, 1]
+        )
 
 
-@pytest.mark.parametrize("param, value", [("inference", "gibbs"), ("feature_prior", 1.0),
-                                          ("alpha", -1.0), ("learning_decay", 0.4),
-                                          ("n_components", 0)])
+@pytest.mark.parametrize(
+    "param, value",
+    [
+        ("inference", "gibbs"),
+        ("feature_prior", 1.0),
+        ("alpha", -1.0),
+        ("learning_decay", 0.4),
+        ("n_components", 0),
+    ],
+)
 def test_bad_parameters(synthetic, param, value):
     X, y, _ = synthetic
     with pytest.raises(ValueError, match=param):

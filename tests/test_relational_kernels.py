@@ -14,7 +14,14 @@ def _problem(seed=0, N=7, D=3):
     rows, cols = np.triu_indices(N, k=1)
     x = (rng.random(rows.size) < 0.4).astype(float)
     q = rng.uniform(0.05, 0.95, size=(N, D))
-    return rows.astype(np.int64), cols.astype(np.int64), x, q, -0.8, rng.normal(1.0, 1.0, D)
+    return (
+        rows.astype(np.int64),
+        cols.astype(np.int64),
+        x,
+        q,
+        -0.8,
+        rng.normal(1.0, 1.0, D),
+    )
 
 
 def test_expected_pair_log_likelihood_matches_reference_with_same_samples():
@@ -56,7 +63,8 @@ def test_kl_features_matches_numpy():
     rho = 0.3
     with np.errstate(divide="ignore", invalid="ignore"):
         kl = np.where(q > 0, q * np.log(q / rho), 0.0) + np.where(
-            q < 1, (1 - q) * np.log((1 - q) / (1 - rho)), 0.0)
+            q < 1, (1 - q) * np.log((1 - q) / (1 - rho)), 0.0
+        )
     assert_allclose(_kernels.kl_features(q, rho), kl.sum(), rtol=1e-12)
 
 
@@ -93,7 +101,9 @@ def test_augmented_bound_below_true_elbo_and_tight_location():
     # any other location is worse
     rng = np.random.default_rng(0)
     for _ in range(5):
-        assert _bound_at(rows, cols, x, q, w0, w, m + rng.normal(size=m.size), rho) < at_m
+        assert (
+            _bound_at(rows, cols, x, q, w0, w, m + rng.normal(size=m.size), rho) < at_m
+        )
     # below the true ELBO: E_q log Phi(s eta) >= log Phi(s m) - V/2 pair by pair
     D = q.shape[1]
     true = -_kernels.kl_features(q, rho)
@@ -117,7 +127,9 @@ def test_cavi_sweeps_and_weight_steps_never_decrease_the_augmented_bound():
         # q(y): optimal location
         mu = _pair_means(rows, cols, q, w0, w)
         history.append(_bound_at(rows, cols, x, q, w0, w, mu, rho))
-        mean_y = np.array([_kernels.truncated_normal_mean(xp, mp) for xp, mp in zip(x, mu)])
+        mean_y = np.array(
+            [_kernels.truncated_normal_mean(xp, mp) for xp, mp in zip(x, mu)]
+        )
         # q(z): one sweep, mu (hence E[y]) fixed
         m = _pair_means(rows, cols, q, w0, w)
         _kernels.cavi_sweep(*inc, q, logit_rho, w0, w, mean_y, m)
@@ -150,10 +162,16 @@ def test_truncated_normal_mean_matches_scipy():
     from scipy.stats import truncnorm
 
     for mu in (-30.0, -3.0, 0.0, 2.5, 30.0):
-        assert_allclose(_kernels.truncated_normal_mean(1.0, mu),
-                        truncnorm.mean(-mu, np.inf, loc=mu), rtol=1e-9)
-        assert_allclose(_kernels.truncated_normal_mean(0.0, mu),
-                        truncnorm.mean(-np.inf, -mu, loc=mu), rtol=1e-9)
+        assert_allclose(
+            _kernels.truncated_normal_mean(1.0, mu),
+            truncnorm.mean(-mu, np.inf, loc=mu),
+            rtol=1e-9,
+        )
+        assert_allclose(
+            _kernels.truncated_normal_mean(0.0, mu),
+            truncnorm.mean(-np.inf, -mu, loc=mu),
+            rtol=1e-9,
+        )
 
 
 def _exact_true_elbo(rows, cols, x, q, w0, w, rho):
@@ -166,7 +184,8 @@ def _exact_true_elbo(rows, cols, x, q, w0, w, rho):
         for bits in itertools.product([0.0, 1.0], repeat=D):
             b = np.array(bits)
             total += np.prod(np.where(b == 1, P[k], 1 - P[k])) * log_ndtr(
-                s[k] * (w0 + b @ w))
+                s[k] * (w0 + b @ w)
+            )
     return total
 
 
@@ -187,8 +206,9 @@ def _exact_logit_gradient(rows, cols, x, q, w0, w, rho, eps=1e-6):
         for sign in (1, -1):
             moved = logit.copy()
             moved[idx] += sign * eps
-            values.append(_exact_true_elbo(rows, cols, x, 1 / (1 + np.exp(-moved)),
-                                           w0, w, rho))
+            values.append(
+                _exact_true_elbo(rows, cols, x, 1 / (1 + np.exp(-moved)), w0, w, rho)
+            )
         grad[idx] = (values[0] - values[1]) / (2 * eps)
     return grad
 
@@ -200,8 +220,9 @@ def test_mcvi_deltas_are_the_natural_gradient_of_the_true_elbo():
     N, D = q.shape
     S = 40000
     out = np.empty((N, D))
-    _kernels.mcvi_mean_deltas(rows, cols, x, q, np.log(rho / (1 - rho)), w0, w,
-                              rng.random((S, N, D)), out)
+    _kernels.mcvi_mean_deltas(
+        rows, cols, x, q, np.log(rho / (1 - rho)), w0, w, rng.random((S, N, D)), out
+    )
     logit = np.log(q / (1 - q))
     natural = _exact_logit_gradient(rows, cols, x, q, w0, w, rho) / (q * (1 - q))
     assert np.all(np.abs((out - logit) - natural) < 0.03), (out - logit, natural)
@@ -222,7 +243,9 @@ def test_mcvi_deltas_match_a_numpy_reference_with_the_same_samples():
                     if z[j, d]:
                         a = w0 + (w * z[i] * z[j]).sum() - w[d] * z[i, d]
                         sign = 1.0 if x[k] == 1 else -1.0
-                        expected[i, d] += log_ndtr(sign * (a + w[d])) - log_ndtr(sign * a)
+                        expected[i, d] += log_ndtr(sign * (a + w[d])) - log_ndtr(
+                            sign * a
+                        )
     assert_allclose(out, 0.1 + expected / 7, rtol=1e-10, atol=1e-12)
 
 
@@ -232,8 +255,17 @@ def test_score_function_gradient_is_unbiased_for_the_true_elbo_gradient():
     rows, cols, x, q, w0, w, rho = _tiny_problem(rng)
     N, D = q.shape
     out = np.empty((N, D))
-    _kernels.score_function_gradient(rows, cols, x, q, np.log(rho / (1 - rho)), w0, w,
-                                     rng.random((100000, N, D)), out)
+    _kernels.score_function_gradient(
+        rows,
+        cols,
+        x,
+        q,
+        np.log(rho / (1 - rho)),
+        w0,
+        w,
+        rng.random((100000, N, D)),
+        out,
+    )
     grad = _exact_logit_gradient(rows, cols, x, q, w0, w, rho)
     assert np.all(np.abs(out - grad) < 0.02), (out, grad)
 
@@ -241,8 +273,12 @@ def test_score_function_gradient_is_unbiased_for_the_true_elbo_gradient():
 def test_weight_pass_climbs_to_the_closed_form_w_step():
     """Coordinate passes never decrease the augmented bound and converge to weight_step."""
     rows, cols, x, q, w0, w, rho = _cavi_problem(seed=11)
-    mean_y = np.array([_kernels.truncated_normal_mean(xp, mp)
-                       for xp, mp in zip(x, _pair_means(rows, cols, q, w0, w))])
+    mean_y = np.array(
+        [
+            _kernels.truncated_normal_mean(xp, mp)
+            for xp, mp in zip(x, _pair_means(rows, cols, q, w0, w))
+        ]
+    )
     mu = _pair_means(rows, cols, q, w0, w)
     for alpha in (0.0, 2.0):
         rhs = np.empty(q.shape[1] + 1)
@@ -252,9 +288,11 @@ def test_weight_pass_climbs_to_the_closed_form_w_step():
         full = np.concatenate([[w0], w])
         m = _pair_means(rows, cols, q, w0, w)
 
-        def objective(v):  # augmented bound minus the ridge penalty
-            return (_bound_at(rows, cols, x, q, v[0], v[1:], mu, rho)
-                    - 0.5 * alpha * v[1:] @ v[1:])
+        def objective(v, alpha=alpha):  # augmented bound minus the ridge penalty
+            return (
+                _bound_at(rows, cols, x, q, v[0], v[1:], mu, rho)
+                - 0.5 * alpha * v[1:] @ v[1:]
+            )
 
         values = [objective(full)]
         for _ in range(300):
@@ -309,8 +347,9 @@ def test_mcvi_step_one_with_exact_expectation_is_coordinate_ascent():
     N, D = q.shape
     logit_rho = np.log(rho / (1 - rho))
     out = np.empty((N, D))
-    _kernels.mcvi_mean_deltas(rows, cols, x, q, logit_rho, w0, w,
-                              rng.random((200000, N, D)), out)
+    _kernels.mcvi_mean_deltas(
+        rows, cols, x, q, logit_rho, w0, w, rng.random((200000, N, D)), out
+    )
     grid = np.linspace(0.005, 0.995, 199)
     for i, d in ((0, 0), (2, 1), (4, 0)):
         values = []
@@ -337,7 +376,9 @@ def test_monte_carlo_kernels_do_not_depend_on_the_number_of_threads():
             numba.set_num_threads(n_threads)
             deltas, grad, rhs = np.empty((N, D)), np.empty((N, D)), np.empty(D + 1)
             _kernels.mcvi_mean_deltas(rows, cols, x, q, 0.2, w0, w, uniforms, deltas)
-            _kernels.score_function_gradient(rows, cols, x, q, 0.2, w0, w, uniforms, grad)
+            _kernels.score_function_gradient(
+                rows, cols, x, q, 0.2, w0, w, uniforms, grad
+            )
             _kernels.mc_weight_rhs(rows, cols, x, q, w0, w, uniforms, rhs)
             results.append((deltas, grad, rhs))
     finally:

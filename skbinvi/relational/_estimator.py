@@ -385,7 +385,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
             extra = n_entities - self.latent_features_.shape[0]
             logits = logit(self.latent_features_)
             if extra > 0:  # new entities start at the prior
-                logits = np.vstack([logits, np.full((extra, D), logit(self.feature_prior))])
+                logits = np.vstack(
+                    [logits, np.full((extra, D), logit(self.feature_prior))]
+                )
             w = np.concatenate([[self.intercept_], self.weights_])
             history = list(self.elbo_history_)
         else:
@@ -401,9 +403,15 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
             self.n_iter_ = 0
             history = []
         n_entities = logits.shape[0]
-        inc = _kernels.incidence(rows, cols, n_entities) if self.inference == "cavi" else None
+        inc = (
+            _kernels.incidence(rows, cols, n_entities)
+            if self.inference == "cavi"
+            else None
+        )
         # entities in no observed pair have the prior as posterior
-        degree = np.bincount(rows, minlength=n_entities) + np.bincount(cols, minlength=n_entities)
+        degree = np.bincount(rows, minlength=n_entities) + np.bincount(
+            cols, minlength=n_entities
+        )
         logits[degree == 0] = logit(self.feature_prior)
         np.clip(logits, -_MAX_LOGIT, _MAX_LOGIT, out=logits)
         self.n_entities_ = n_entities
@@ -412,9 +420,11 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
         converged = self._train(rows, cols, x, inc, logits, w, history, rng)
         if not converged and self.evaluate_every > 0:
             warnings.warn(
-                f"{type(self).__name__}: maximum number of iterations ({self.max_iter}) "
-                "reached and the ELBO is still improving. Consider increasing max_iter.",
+                f"{type(self).__name__}: maximum number of iterations "
+                f"({self.max_iter}) reached and the ELBO is still improving. "
+                "Consider increasing max_iter.",
                 ConvergenceWarning,
+                stacklevel=2,
             )
         return self
 
@@ -442,13 +452,15 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
                 uniforms = rng.random_sample((self.n_mc_samples, N, D))
                 r = (self.n_iter_ + self.learning_offset) ** (-self.learning_decay)
                 if self.inference == "mcvi":
-                    _kernels.mcvi_mean_deltas(rows, cols, x, q, logit_rho, w[0], w[1:],
-                                              uniforms, step_out)
+                    _kernels.mcvi_mean_deltas(
+                        rows, cols, x, q, logit_rho, w[0], w[1:], uniforms, step_out
+                    )
                     logits *= 1.0 - r
                     logits += r * step_out
                 else:
-                    _kernels.score_function_gradient(rows, cols, x, q, logit_rho, w[0], w[1:],
-                                                     uniforms, step_out)
+                    _kernels.score_function_gradient(
+                        rows, cols, x, q, logit_rho, w[0], w[1:], uniforms, step_out
+                    )
                     logits += r * step_out / (q * (1.0 - q))
                 np.clip(logits, -_MAX_LOGIT, _MAX_LOGIT, out=logits)
                 q = expit(logits)
@@ -463,13 +475,17 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
                 w += (1.0 - r) * w_old
             self.n_iter_ += 1
             last = it == self.max_iter - 1
-            if self.evaluate_every > 0 and ((it + 1) % self.evaluate_every == 0 or last):
+            if self.evaluate_every > 0 and (
+                (it + 1) % self.evaluate_every == 0 or last
+            ):
                 elbo = self._elbo(rows, cols, x, q, w)
                 history.append(elbo)
                 if self.verbose:
-                    print(f"Iteration {self.n_iter_}, true ELBO = {elbo:.4f} nats "
-                          f"({elbo / P:.5f} per pair), time = "
-                          f"{time.perf_counter() - tic:.2f}s")
+                    print(
+                        f"Iteration {self.n_iter_}, true ELBO = {elbo:.4f} nats "
+                        f"({elbo / P:.5f} per pair), time = "
+                        f"{time.perf_counter() - tic:.2f}s"
+                    )
                 if elbo > best + self.tol * P:
                     no_change = 0
                 else:
@@ -478,9 +494,11 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
                 if no_change >= self.n_iter_no_change:
                     converged = True
                     if self.verbose:
-                        print(f"ELBO did not improve by more than tol={self.tol} nats "
-                              f"per pair for {self.n_iter_no_change} evaluations. "
-                              "Stopping.")
+                        print(
+                            f"ELBO did not improve by more than tol={self.tol} nats "
+                            f"per pair for {self.n_iter_no_change} evaluations. "
+                            "Stopping."
+                        )
                     break
         self.latent_features_ = q
         self.intercept_ = float(w[0])
@@ -490,8 +508,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
 
     def _elbo(self, rows, cols, x, q, w):
         out = np.empty(rows.size)
-        _kernels.expected_pair_log_likelihood(rows, cols, x, q, w[0], w[1:],
-                                              self._elbo_uniforms, out)
+        _kernels.expected_pair_log_likelihood(
+            rows, cols, x, q, w[0], w[1:], self._elbo_uniforms, out
+        )
         return float(out.sum() - _kernels.kl_features(q, self.feature_prior))
 
     # ----------------------------------------------------------- prediction
@@ -548,8 +567,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
         rows, cols = self._check_pairs(X, reset=False)
         q, rows, cols = self._with_prior_row(rows, cols)
         mean, var = np.empty(rows.size), np.empty(rows.size)
-        _kernels.pair_mean_and_variance(rows, cols, q, self.intercept_, self.weights_,
-                                        mean, var)
+        _kernels.pair_mean_and_variance(
+            rows, cols, q, self.intercept_, self.weights_, mean, var
+        )
         return mean / np.sqrt(1.0 + var)
 
     def predict_proba(self, X):
@@ -655,8 +675,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
         rows, cols, x = self._check_pairs(X, reset=False, y=y)
         q, rows, cols = self._with_prior_row(rows, cols)
         out = np.empty(rows.size)
-        _kernels.expected_pair_log_likelihood(rows, cols, x, q, self.intercept_,
-                                              self.weights_, self._elbo_uniforms, out)
+        _kernels.expected_pair_log_likelihood(
+            rows, cols, x, q, self.intercept_, self.weights_, self._elbo_uniforms, out
+        )
         kl = _kernels.kl_features(self.latent_features_, self.feature_prior)
         return float(out.sum() - kl)
 

@@ -142,8 +142,11 @@ def augmented_bound(rows, cols, x, q, w0, w, mu, rho):
         mean_y = mu[p] + s * lam
         second_y = 1.0 - a * lam - lam * lam + mean_y * mean_y
         entropy = 0.5 * math.log(2.0 * math.pi * math.e) + log_ndtr(a) - 0.5 * a * lam
-        total += (-0.5 * math.log(2.0 * math.pi)
-                  - 0.5 * (second_y - 2.0 * mean_y * m + m * m + var) + entropy)
+        total += (
+            -0.5 * math.log(2.0 * math.pi)
+            - 0.5 * (second_y - 2.0 * mean_y * m + m * m + var)
+            + entropy
+        )
     return total - kl_features(q, rho)
 
 
@@ -235,8 +238,11 @@ def incidence(rows, cols, n_entities):
     order = np.argsort(ends, kind="stable")  # positions in rows ++ cols
     del ends
     indptr = np.zeros(n_entities + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=n_entities)
-              + np.bincount(cols, minlength=n_entities), out=indptr[1:])
+    np.cumsum(
+        np.bincount(rows, minlength=n_entities)
+        + np.bincount(cols, minlength=n_entities),
+        out=indptr[1:],
+    )
     from_rows = order < P  # the entity is the pair's first one: other = cols
     order[~from_rows] -= P  # now the pair index
     inc_pair = order.astype(index)
