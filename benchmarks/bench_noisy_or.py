@@ -462,6 +462,65 @@ WORKERS = {
 
 
 # ------------------------------------------------------------ orchestration
+def worker_env(cache_dir, blas_threads=None):
+    """Environment of a worker subprocess: this checkout first on the path, its own
+    Numba cache, warnings off, optionally a fixed number of BLAS threads."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
+    env["NUMBA_CACHE_DIR"] = cache_dir
+    env["SKBINVI_NUMBA_CACHE"] = "1"
+    env["PYTHONWARNINGS"] = "ignore"
+    if blas_threads:
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = str(blas_threads)
+    return env
+
+
+def run_worker(script, kind, cfg, env, timeout):
+    """Run ``script --_worker kind`` on one configuration in a fresh subprocess.
+
+    The worker writes its measurements as JSON to a temporary file. Returns the
+    result dict (``{"error": ...}`` on failure or timeout) with the
+    configuration and the wall time added, and the wall time in seconds.
+    """
+    with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as f:
+        out_path = f.name
+    cmd = [
+        sys.executable,
+        os.path.abspath(script),
+        "--_worker",
+        kind,
+        "--_config",
+        json.dumps(cfg),
+        "--_result",
+        out_path,
+    ]
+    tic = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            cmd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        wall = time.perf_counter() - tic
+        if proc.returncode != 0:
+            res = {"error": proc.stderr.strip().splitlines()[-1:] or ["?"]}
+            sys.stderr.write(proc.stderr)
+        else:
+            with open(out_path) as f:
+                res = json.load(f)
+    except subprocess.TimeoutExpired:
+        wall = time.perf_counter() - tic
+        res = {"error": f"timeout after {timeout} s"}
+    finally:
+        os.unlink(out_path)
+    return {"config": cfg, **res, "wall_seconds": _r(wall, 2)}, wall
+
+
 class Runner:
     """Runs every configuration in a fresh subprocess of this script."""
 
@@ -471,56 +530,11 @@ class Runner:
         self.timeout = timeout
         self.log = []
 
-    def env(self, cache_dir):
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        )
-        env["NUMBA_CACHE_DIR"] = cache_dir
-        env["SKBINVI_NUMBA_CACHE"] = "1"
-        env["PYTHONWARNINGS"] = "ignore"
-        if self.blas_threads:
-            for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-                env[var] = str(self.blas_threads)
-        return env
-
     def __call__(self, kind, cfg, *, cache="shared", label=""):
         cache_dir = os.path.join(self.cache_root, cache)
         os.makedirs(cache_dir, exist_ok=True)
-        with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as f:
-            out_path = f.name
-        cmd = [
-            sys.executable,
-            os.path.abspath(__file__),
-            "--_worker",
-            kind,
-            "--_config",
-            json.dumps(cfg),
-            "--_result",
-            out_path,
-        ]
-        tic = time.perf_counter()
-        try:
-            proc = subprocess.run(
-                cmd,
-                env=self.env(cache_dir),
-                capture_output=True,
-                text=True,
-                timeout=self.timeout,
-            )
-            wall = time.perf_counter() - tic
-            if proc.returncode != 0:
-                res = {"error": proc.stderr.strip().splitlines()[-1:] or ["?"]}
-                sys.stderr.write(proc.stderr)
-            else:
-                with open(out_path) as f:
-                    res = json.load(f)
-        except subprocess.TimeoutExpired:
-            wall = time.perf_counter() - tic
-            res = {"error": f"timeout after {self.timeout} s"}
-        finally:
-            os.unlink(out_path)
-        res = {"config": cfg, **res, "wall_seconds": _r(wall, 2)}
+        env = worker_env(cache_dir, self.blas_threads)
+        res, wall = run_worker(__file__, kind, cfg, env, self.timeout)
         status = "ERROR " + str(res["error"]) if "error" in res else "ok"
         print(f"  [{wall:6.1f} s] {kind:9s} {label:40s} {status}", flush=True)
         self.log.append((kind, label, wall))

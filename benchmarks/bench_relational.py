@@ -35,7 +35,6 @@ import json
 import os
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,10 +45,17 @@ ROOT = os.path.dirname(HERE)
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-# machine info, the aligned-table printer and small formatting helpers are
-# shared with the noisy-OR benchmark (it imports only the standard library at
+# machine info, the subprocess runner, the aligned-table printer and small
+# formatting helpers are shared with the noisy-OR benchmark (it imports only the standard library at
 # module level)
-from bench_noisy_or import _f, _import_skbinvi, machine_info, table  # noqa: E402
+from bench_noisy_or import (  # noqa: E402
+    _f,
+    _import_skbinvi,
+    machine_info,
+    run_worker,
+    table,
+    worker_env,
+)
 
 SEED = 0
 SETUP_KERNELS = {"incidence"}  # called once per fit, not per sweep
@@ -386,51 +392,9 @@ class Runner:
         self.cache_dir = cache_dir
         self.timeout = timeout
 
-    def env(self):
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        )
-        env["NUMBA_CACHE_DIR"] = self.cache_dir
-        env["SKBINVI_NUMBA_CACHE"] = "1"
-        env["PYTHONWARNINGS"] = "ignore"
-        return env
-
     def __call__(self, kind, cfg, label=""):
-        with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as f:
-            out_path = f.name
-        cmd = [
-            sys.executable,
-            os.path.abspath(__file__),
-            "--_worker",
-            kind,
-            "--_config",
-            json.dumps(cfg),
-            "--_result",
-            out_path,
-        ]
-        tic = time.perf_counter()
-        try:
-            proc = subprocess.run(
-                cmd,
-                env=self.env(),
-                capture_output=True,
-                text=True,
-                timeout=self.timeout,
-            )
-            wall = time.perf_counter() - tic
-            if proc.returncode != 0:
-                res = {"error": proc.stderr.strip().splitlines()[-1:] or ["?"]}
-                sys.stderr.write(proc.stderr)
-            else:
-                with open(out_path) as f:
-                    res = json.load(f)
-        except subprocess.TimeoutExpired:
-            wall = time.perf_counter() - tic
-            res = {"error": f"timeout after {self.timeout} s"}
-        finally:
-            os.unlink(out_path)
-        res = {"config": cfg, **res, "wall_seconds": _r(wall, 2)}
+        env = worker_env(self.cache_dir)
+        res, wall = run_worker(__file__, kind, cfg, env, self.timeout)
         status = "ERROR " + str(res["error"]) if "error" in res else "ok"
         print(f"  [{wall:6.1f} s] {kind:8s} {label:32s} {status}", flush=True)
         return res
