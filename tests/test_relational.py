@@ -77,6 +77,30 @@ def test_kinship_link_prediction_on_real_data():
     assert auc > 0.9, auc
 
 
+def test_every_method_on_real_data_and_mcvi_has_the_highest_true_elbo():
+    """All three methods on the kinship relation term18 (20% of the rows held out).
+
+    Measured (seeds 0-2, 100 iterations): held-out AUC cavi 0.764-0.835,
+    score 0.764-0.809, mcvi 0.948-0.960; true ELBO cavi -2036 to -2146,
+    score -2070 to -2157, mcvi -1410 to -1527. A constant predictor scores 0.5.
+    """
+    data = load_kinships(relation="term18")
+    X_train, X_test, y_train, y_test = train_test_split(
+        data.data, data.target, test_size=0.2, random_state=0
+    )
+    floors = {"cavi": 0.75, "score": 0.7, "mcvi": 0.9}
+    elbos = {}
+    for inference, floor in floors.items():
+        extra = {"learning_offset": 10.0} if inference == "score" else {}
+        model = LatentFeatureRelational(
+            10, inference=inference, max_iter=100, random_state=0, **extra
+        ).fit(X_train, y_train)
+        auc = roc_auc_score(y_test, model.predict_proba(X_test)[:, 1])
+        assert auc > floor, (inference, auc)
+        elbos[inference] = model.elbo(X_train, y_train)
+    assert elbos["mcvi"] > max(elbos["cavi"], elbos["score"]) + 300, elbos
+
+
 # ----------------------------------------------------------------------- API
 @pytest.mark.parametrize("inference", METHODS)
 def test_outputs_shapes_and_consistency(synthetic, inference):

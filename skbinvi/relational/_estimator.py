@@ -439,11 +439,13 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
         rhs = np.empty(D + 1)
         step_out = np.empty((N, D))
         best, no_change, converged = -np.inf, 0, False
+        if self.inference == "cavi":
+            # the pair means; cavi_sweep and weight_pass keep them up to date
+            _kernels.pair_means(rows, cols, q, w[0], w[1:], m)
         tic = time.perf_counter()
         for it in range(self.max_iter):
             if self.inference == "cavi":
                 # q(y) at its optimal location, one sweep over q(z), then w
-                _kernels.pair_means(rows, cols, q, w[0], w[1:], m)
                 _kernels.truncated_normal_means(x, m, mean_y)
                 _kernels.cavi_sweep(*inc, q, logit_rho, w[0], w[1:], mean_y, m)
                 _kernels.augmented_weight_rhs(rows, cols, q, mean_y, rhs)
@@ -478,7 +480,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
             if self.evaluate_every > 0 and (
                 (it + 1) % self.evaluate_every == 0 or last
             ):
-                elbo = self._elbo(rows, cols, x, q, w)
+                elbo = self._elbo(rows, cols, x, q, w[0], w[1:])
                 history.append(elbo)
                 if self.verbose:
                     print(
@@ -506,12 +508,18 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
         self.elbo_history_ = np.asarray(history, dtype=np.float64)
         return converged
 
-    def _elbo(self, rows, cols, x, q, w):
+    def _elbo(self, rows, cols, x, q, w0, w, q_kl=None):
+        """True ELBO: expected log-likelihood of the pairs minus the KL of ``q_kl``.
+
+        ``q`` gives the features of the pairs' entities, ``q_kl`` (default
+        ``q``) the posterior whose KL from the prior is subtracted.
+        """
         out = np.empty(rows.size)
         _kernels.expected_pair_log_likelihood(
-            rows, cols, x, q, w[0], w[1:], self._elbo_uniforms, out
+            rows, cols, x, q, w0, w, self._elbo_uniforms, out
         )
-        return float(out.sum() - _kernels.kl_features(q, self.feature_prior))
+        q_kl = q if q_kl is None else q_kl
+        return float(out.sum() - _kernels.kl_features(q_kl, self.feature_prior))
 
     # ----------------------------------------------------------- prediction
     def _pair_features(self, X):
@@ -674,12 +682,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         rows, cols, x = self._check_pairs(X, reset=False, y=y)
         q, rows, cols = self._with_prior_row(rows, cols)
-        out = np.empty(rows.size)
-        _kernels.expected_pair_log_likelihood(
-            rows, cols, x, q, self.intercept_, self.weights_, self._elbo_uniforms, out
-        )
-        kl = _kernels.kl_features(self.latent_features_, self.feature_prior)
-        return float(out.sum() - kl)
+        return self._elbo(rows, cols, x, q, self.intercept_, self.weights_,
+                          q_kl=self.latent_features_)
 
     def _with_prior_row(self, rows, cols):
         """q with one extra row, the prior, and the ids of unseen entities mapped to it.
