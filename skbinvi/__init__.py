@@ -1,8 +1,9 @@
 """skbinvi: scikit-learn compatible variational inference for binary latent variables."""
 
+from .experts import DiversityMixtureOfExperts
 from .noisy_or import NoisyORFactorizer
 from .relational import LatentFeatureRelational
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["LatentFeatureRelational", "NoisyORFactorizer", "__version__"]
+__all__ = ["DiversityMixtureOfExperts", "LatentFeatureRelational", "NoisyORFactorizer", "__version__"]

@@ -3,7 +3,7 @@
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skbinvi import LatentFeatureRelational, NoisyORFactorizer
+from skbinvi import DiversityMixtureOfExperts, LatentFeatureRelational, NoisyORFactorizer
 
 ESTIMATORS = [
     NoisyORFactorizer(n_components=3, hidden_layer_sizes=(8,), max_iter=5,
@@ -18,6 +18,12 @@ ESTIMATORS = [
     LatentFeatureRelational(n_components=3, inference=inference, max_iter=5,
                             random_state=0)
     for inference in ("mcvi", "cavi", "score")
+] + [
+    DiversityMixtureOfExperts(n_components=2, inference=inference, prior=prior,
+                              max_iter=5, inner_max_iter=3, n_samples=10, burn_in=10,
+                              random_state=0)
+    for inference, prior in (("vi", "mabn"), ("pr", "mabn"), ("mcmc", "mabn"),
+                             ("vi", "gaussian"), ("mcmc", "gaussian"))
 ]
 
 # The common checks feed real-valued data with n_features != 2; the relational

@@ -1,5 +1,5 @@
-"""Bayesian mixture of experts with a diversity-promoting prior (METHODS.md section 3).
+"""Bayesian mixture of experts with the mutual angular (diversity) prior ([Xie] ICML 2016)."""
 
-So far the von Mises-Fisher utilities (``_vmf``) and the mutual angular
-regularizer (``_angular``); the estimator is not built yet.
-"""
+from ._estimator import DiversityMixtureOfExperts
+
+__all__ = ["DiversityMixtureOfExperts"]

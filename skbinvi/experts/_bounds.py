@@ -110,6 +110,7 @@ __all__ = [
     "jj_lambda",
     "jj_log_sigmoid_lower_bound",
     "likelihood_bound",
+    "likelihood_pieces_from_moments",
     "log1pexp_upper_bound",
     "logsumexp_upper_bound",
     "mabn_expected_energy",
@@ -844,12 +845,57 @@ def _likelihood_pieces(X, y, beta, eta, phi, xi, c, d, n_rounds, tol, c_init):
     K = beta_c[0].shape[0]
     if eta_c[0].shape[0] != K:
         raise ValueError(f"beta has {K} experts but eta has {eta_c[0].shape[0]}.")
-    expert, xi = expert_bound(X, y, beta_c, xi)
-    linear, lse_upper, c, d = gate_bound(X, eta_c, c, d, n_rounds, tol, c_init)
-    phi_opt = optimal_responsibilities(expert, linear)
+    y = _check_y(y, n)
+    return likelihood_pieces_from_moments(y, *projection_moments(X, beta_c),
+                                          *projection_moments(X, eta_c), phi, xi, c, d,
+                                          n_rounds, tol, c_init)
+
+
+def likelihood_pieces_from_moments(y, mean_b, second_b, mean_e, second_e, phi=None,
+                                   xi=None, c=None, d=None, n_rounds=50, tol=1e-10,
+                                   c_init=None):
+    """The likelihood bound's pieces from the projection moments of any q.
+
+    Parameters
+    ----------
+    y : ndarray of shape (n,)
+        Labels in {0, 1} (float).
+    mean_b, second_b : ndarray of shape (n, K)
+        E[beta_k^T x_n] and E[(beta_k^T x_n)^2] under q.
+    mean_e, second_e : ndarray of shape (n, K)
+        The same for the gate vectors eta_k.
+    phi, xi, c, d : ndarray or None
+        Auxiliaries to hold fixed; None: optimal (as in
+        :func:`likelihood_bound`).
+    n_rounds, tol, c_init
+        Controls of :func:`optimal_gate_auxiliaries`.
+
+    Returns
+    -------
+    e_term, g_term, h_term : float
+        Expert, gate and entropy parts of the bound (nats, totals).
+    phi, phi_opt, xi, c, d : ndarray
+        The auxiliaries used and the optimal responsibilities.
+
+    Notes
+    -----
+    The bound depends on q only through these moments, so the same code
+    serves the vMF x Gamma family and the Gaussian family of the BMEM-G
+    baseline.
+    """
+    n, K = mean_b.shape
+    if xi is not None:
+        xi = np.asarray(xi, dtype=np.float64)
+        if xi.shape != mean_b.shape:
+            raise ValueError(f"xi must have shape {mean_b.shape}; got {xi.shape}.")
+    expert, xi = expected_log_sigmoid_bound((2.0 * y - 1.0)[:, None] * mean_b,
+                                            second_b, xi)
+    lse_upper, c, d = expected_logsumexp_upper_bound(mean_e, second_e, c, d, n_rounds,
+                                                     tol, c_init)
+    phi_opt = optimal_responsibilities(expert, mean_e)
     phi = phi_opt if phi is None else _check_phi(phi, n, K)
     e_term = float(np.sum(phi * expert))
-    g_term = float(np.sum(phi * linear) - np.sum(lse_upper))
+    g_term = float(np.sum(phi * mean_e) - np.sum(lse_upper))
     h_term = float(np.sum(special.entr(phi)))
     return e_term, g_term, h_term, phi, phi_opt, xi, c, d
 

@@ -92,6 +92,7 @@ __all__ = [
     "VMFGammaGradient",
     "angular_regularizer_gradients",
     "ascent_step",
+    "chain_coefficients",
     "combine",
     "gamma_kl_gradient",
     "independent_prior_elbo_gradients",
@@ -257,12 +258,33 @@ def _chain_moments(X, sq, mu, coef, g_mean, g_second):
     g_c1 = np.einsum("nk,nk->k", g_mean, t)
     g_c2 = sq @ g_second
     g_c3 = np.einsum("nk,nk->k", g_second, t * t)
+    mean = coef.c1 * t
+    second = coef.c2 * sq[:, None] + coef.c3 * t * t
+    return chain_coefficients(coef, g_mu, g_c1, g_c2, g_c3), mean, second
+
+
+def chain_coefficients(coef, g_mu, g_c1, g_c2, g_c3):
+    """Assemble dL/d(mu, kappa, r, s) from dL/dmu and dL/d(c1, c2, c3) [D].
+
+    Parameters
+    ----------
+    coef : MomentCoefficients
+        From :func:`moment_coefficients`.
+    g_mu : ndarray of shape (K, p)
+        Partial derivative in mu at fixed (c1, c2, c3).
+    g_c1, g_c2, g_c3 : ndarray of shape (K,)
+        Partial derivatives in the moment coefficients.
+
+    Returns
+    -------
+    grad : VMFGammaGradient
+        mu: ``g_mu``; theta in (kappa, r, s):
+        sum_i dL/dc_i dc_i/dtheta (chain rule).
+    """
     g_kappa = g_c1 * coef.dc1_dkappa + g_c2 * coef.dc2_dkappa + g_c3 * coef.dc3_dkappa
     g_r = g_c1 * coef.dc1_dr + g_c2 * coef.dc2_dr + g_c3 * coef.dc3_dr
     g_s = g_c1 * coef.dc1_ds + g_c2 * coef.dc2_ds + g_c3 * coef.dc3_ds
-    mean = coef.c1 * t
-    second = coef.c2 * sq[:, None] + coef.c3 * t * t
-    return VMFGammaGradient(g_mu, g_kappa, g_r, g_s), mean, second
+    return VMFGammaGradient(g_mu, g_kappa, g_r, g_s)
 
 
 def likelihood_bound_gradients(X, y, beta, eta, phi, xi, c, d, return_value=False):

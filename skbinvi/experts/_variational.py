@@ -76,7 +76,11 @@ tests/test_experts_variational.py.
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils import check_random_state
+from sklearn.utils.extmath import row_norms
+
+from .._numba import njit
 
 from ._angular import mutual_angular_regularizer
 from ._bounds import (
@@ -85,22 +89,32 @@ from ._bounds import (
     _check_y,
     gamma_kl,
     independent_prior_kl,
+    jj_lambda,
     likelihood_bound,
+    likelihood_pieces_from_moments,
     mabn_expected_log_prior_lower_bound,
 )
 from ._gradients import (
     VMFGammaGradient,
+    _chain_moments,
+    _checked_coefficients,
     angular_regularizer_gradients,
     ascent_step,
+    chain_coefficients,
     combine,
     kl_gradients,
-    likelihood_bound_gradients,
     mabn_gradients,
     project_to_tangent,
 )
-from ._vmf import _bessel_quantities, vmf_entropy
+from ._vmf import _bessel_quantities, vmf_entropy, vmf_kl
 
-__all__ = ["VariationalFitResult", "fit_variational", "variational_objective"]
+__all__ = [
+    "GaussianFitResult",
+    "VariationalFitResult",
+    "fit_gaussian_variational",
+    "fit_variational",
+    "variational_objective",
+]
 
 # trust-region-like bounds on the step h (max change per step of any
 # log kappa, log r, log s, or of any mu entry along the tangent, in the
@@ -182,44 +196,50 @@ def _mean_directions(params):
     return a[:, None] * mu
 
 
-def _prior_term(params, cfg, lam, need_grad):
-    """Prior (+ regularizer) part of the objective for one set of K vectors.
-
-    Returns value (nats) and, if ``need_grad``, a VMFGammaGradient.
-    """
+def _direction_prior(params, cfg, lam):
+    """The part of the prior (+ regularizer) term that depends on (mu, kappa), nats."""
     method, kappa_prior, mu0, alpha1, alpha2, gamma = cfg
     p = params.mu.shape[1]
     if method == "pr":
-        prior = (mu0, kappa_prior, alpha1, alpha2)
-        if need_grad:
-            g, kl = kl_gradients(params, prior, return_value=True)
-            value = -float(np.sum(kl))
-            grad = combine((-1.0, g))
-        else:
-            value = -float(np.sum(independent_prior_kl(params, prior)))
+        mu0_k = np.broadcast_to(mu0, params.mu.shape)
+        value = -float(np.sum(vmf_kl(params.mu, params.kappa, mu0_k, kappa_prior)))
         if lam != 0.0 and params.mu.shape[0] > 1:
-            if need_grad:
-                go, omega = angular_regularizer_gradients(params, gamma, return_value=True)
-                grad = combine((1.0, grad), (lam, go))
-            else:
-                omega = mutual_angular_regularizer(params.mu, gamma)
-            value += lam * float(omega)
-    else:  # "vi": MABN lower bound + vMF entropy - Gamma KL
-        ent = np.asarray(vmf_entropy(p, params.kappa), dtype=np.float64)
-        gkl = np.broadcast_to(gamma_kl(params.r, params.s, alpha1, alpha2),
-                              params.kappa.shape)
-        if need_grad:
-            gm, mabn = mabn_gradients(params, kappa_prior, mu0, return_value=True)
-            # -KL(q || uniform x Gamma prior) = H[q(u)] - log|S| - KL_gamma
-            gk = kl_gradients(params, (mu0, 0.0, alpha1, alpha2))
-            grad = combine((1.0, gm), (-1.0, gk))
-        else:
-            mabn = float(np.sum(mabn_expected_log_prior_lower_bound(
-                _mean_directions(params), kappa_prior, mu0)))
-        value = float(mabn) + float(np.sum(ent)) - float(np.sum(gkl))
-    if need_grad:
-        return value, grad
-    return value
+            value += lam * float(mutual_angular_regularizer(params.mu, gamma))
+        return value
+    # "vi": MABN lower bound + vMF entropy
+    ent = np.asarray(vmf_entropy(p, params.kappa), dtype=np.float64)
+    mabn = np.sum(mabn_expected_log_prior_lower_bound(_mean_directions(params),
+                                                      kappa_prior, mu0))
+    return float(mabn) + float(np.sum(ent))
+
+
+def _magnitude_prior(params, cfg):
+    """-sum_k KL(q(g_k) || Gamma(alpha1, alpha2)), nats (both methods)."""
+    alpha1, alpha2 = cfg[3], cfg[4]
+    return -float(np.sum(np.broadcast_to(gamma_kl(params.r, params.s, alpha1, alpha2),
+                                         params.kappa.shape)))
+
+
+def _prior_term(params, cfg, lam, need_grad):
+    """Prior (+ regularizer) part of the objective for one set of K vectors.
+
+    Returns value (nats) and, if ``need_grad``, a VMFGammaGradient. The
+    value is :func:`_direction_prior` + :func:`_magnitude_prior`.
+    """
+    method, kappa_prior, mu0, alpha1, alpha2, gamma = cfg
+    value = _direction_prior(params, cfg, lam) + _magnitude_prior(params, cfg)
+    if not need_grad:
+        return value
+    if method == "pr":
+        grad = combine((-1.0, kl_gradients(params, (mu0, kappa_prior, alpha1, alpha2))))
+        if lam != 0.0 and params.mu.shape[0] > 1:
+            grad = combine((1.0, grad), (lam, angular_regularizer_gradients(params, gamma)))
+    else:
+        gm = mabn_gradients(params, kappa_prior, mu0)
+        # -KL(q || uniform x Gamma prior) = H[q(u)] - log|S| - KL_gamma
+        gk = kl_gradients(params, (mu0, 0.0, alpha1, alpha2))
+        grad = combine((1.0, gm), (-1.0, gk))
+    return value, grad
 
 
 def _check_config(method, kappa_prior, mu0, alpha1, alpha2, pr_weights, pr_gamma, p):
@@ -316,6 +336,135 @@ def variational_objective(X, y, beta, eta, *, method="vi", kappa_prior=1.0, mu0=
 
 
 # ---------------------------------------------------------------------------
+# the likelihood bound at fixed auxiliaries, as a function of q(beta), q(eta)
+# ---------------------------------------------------------------------------
+
+
+@njit
+def _weighted_gram_csr(indptr, indices, data, weights, p):
+    """Q[k] = X^T diag(weights[:, k]) X for CSR X with sorted, unique indices.
+
+    O(sum_n nnz_n (nnz_n + 1) / 2 K) multiply-adds; the (p, p, K) accumulator
+    keeps the inner loop over k contiguous; returns (K, p, p), symmetric.
+    """
+    n, K = weights.shape
+    acc = np.zeros((p, p, K))
+    for i in range(n):
+        lo, hi = indptr[i], indptr[i + 1]
+        for a in range(lo, hi):
+            ja = indices[a]
+            xa = data[a]
+            for b in range(a, hi):
+                jb = indices[b]
+                xab = xa * data[b]
+                for k in range(K):
+                    acc[ja, jb, k] += weights[i, k] * xab
+    out = np.empty((K, p, p))
+    for a in range(p):
+        for b in range(a, p):
+            for k in range(K):
+                v = acc[a, b, k]
+                out[k, a, b] = v
+                out[k, b, a] = v
+    return out
+
+
+def _canonical_csr(X):
+    """(indptr, indices, data) of CSR X with sorted, unique indices (int64)."""
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    return X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data
+
+
+def _weighted_gram(X, weights):
+    """Q[k] = X^T diag(weights[:, k]) X, shape (K, p, p) (dense or CSR X)."""
+    if sp.issparse(X):
+        return _weighted_gram_csr(*_canonical_csr(X), np.ascontiguousarray(weights),
+                                  X.shape[1])
+    return np.stack([X.T @ (X * weights[:, k, None]) for k in range(weights.shape[1])])
+
+
+# Use the (K, p, p) statistics when they hold at most this many numbers
+# (160 MB) and rows have at most this many non-zeros on average.
+_STATS_MAX_ENTRIES = 20_000_000
+_STATS_MAX_ROW_NNZ = 256
+
+
+class _FixedAuxLikelihood:
+    """L_lik at fixed auxiliaries (phi, xi, c, d), up to a constant [D].
+
+    At fixed auxiliaries the likelihood bound is linear in the projection
+    moments M_nk = E[a_k^T x_n] = c1_k t_nk and V_nk = E[(a_k^T x_n)^2] =
+    c2_k ||x_n||^2 + c3_k t_nk^2 (t_nk = mu_k^T x_n) of each set of vectors:
+    L = sum_nk (G_M,nk M_nk + G_V,nk V_nk) + const, with
+    experts: G_M = phi (2y - 1)/2, G_V = -phi lam(xi);
+    gates:   G_M = phi - 1/2 + 2 c lam(d), G_V = -lam(d)
+    (:func:`~skbinvi.experts._gradients.likelihood_bound_gradients`). Hence
+
+        L_set = sum_k [c1_k mu_k^T b_k + c2_k v_k + c3_k mu_k^T Q_k mu_k] + const,
+
+    b_k = X^T G_M[:, k], v_k = sum_n G_V,nk ||x_n||^2 and
+    Q_k = X^T diag(G_V[:, k]) X. With ``use_statistics`` these are formed
+    once (O(sum_n nnz_n^2 K) time, K p^2 memory) and every evaluation of the
+    value or gradient costs O(K p^2), independent of n; otherwise each
+    evaluation goes through the data (O(nnz(X) K)). Both give the same
+    numbers (tested).
+    """
+
+    def __init__(self, X, y, sq, aux, use_statistics):
+        phi, xi, c, d = aux
+        lam_xi = jj_lambda(xi)
+        lam_d = jj_lambda(d)
+        sign = (2.0 * y - 1.0)[:, None]
+        self.weights = ((0.5 * phi * sign, -phi * lam_xi),
+                        (phi - 0.5 + 2.0 * c[:, None] * lam_d, -lam_d))
+        self.X, self.sq = X, sq
+        self.use_statistics = use_statistics
+        if use_statistics:
+            self.stats = []
+            for g_mean, g_second in self.weights:
+                b = np.asarray(X.T @ g_mean).T
+                self.stats.append((np.ascontiguousarray(b), sq @ g_second,
+                                   _weighted_gram(X, g_second)))
+
+    def value(self, which, params):
+        """L restricted to set ``which`` (0 experts, 1 gates), up to a constant."""
+        mu, kappa, r, s = params
+        coef = _checked_coefficients(mu, kappa, r, s)
+        if self.use_statistics:
+            b, v, Q = self.stats[which]
+            mb = np.sum(mu * b, axis=1)
+            mqm = np.sum(mu * np.matmul(Q, mu[:, :, None])[:, :, 0], axis=1)
+            return float(coef.c1 @ mb + coef.c2 @ v + coef.c3 @ mqm)
+        g_mean, g_second = self.weights[which]
+        t = np.asarray(self.X @ mu.T)
+        return float(np.sum(g_mean * (coef.c1 * t))
+                     + np.sum(g_second * (coef.c2 * self.sq[:, None] + coef.c3 * t * t)))
+
+    def gradient(self, which, params):
+        """dL/d(mu, kappa, r, s) of set ``which`` (a VMFGammaGradient)."""
+        mu, kappa, r, s = params
+        coef = _checked_coefficients(mu, kappa, r, s)
+        if self.use_statistics:
+            b, v, Q = self.stats[which]
+            qm = np.matmul(Q, mu[:, :, None])[:, :, 0]
+            g_mu = coef.c1[:, None] * b + 2.0 * coef.c3[:, None] * qm
+            return chain_coefficients(coef, g_mu, np.sum(mu * b, axis=1), v,
+                                      np.sum(mu * qm, axis=1))
+        g_mean, g_second = self.weights[which]
+        return _chain_moments(self.X, self.sq, mu, coef, g_mean, g_second)[0]
+
+
+def _use_statistics(X, K, mode):
+    if mode in (True, False):
+        return mode
+    n, p = X.shape
+    row_nnz = (X.nnz if sp.issparse(X) else n * p) / max(n, 1)
+    return K * p * p <= _STATS_MAX_ENTRIES and row_nnz <= _STATS_MAX_ROW_NNZ
+
+
+# ---------------------------------------------------------------------------
 # fitting
 # ---------------------------------------------------------------------------
 
@@ -341,10 +490,60 @@ def _init_params(K, p, rng, kappa_init, init_scale):
                           np.full(K, _INIT_SHAPE / float(init_scale)))
 
 
+def _ascend(lik, sets, cfg, lams, steps, n_inner, tol):
+    """Blockwise gradient ascent on q at fixed auxiliaries (see module docstring).
+
+    ``sets`` = [beta, eta]; ``steps`` (8,) is updated in place. Returns the
+    new sets, the gain of the objective (nats) and whether a step was taken.
+    A step in (mu, kappa) re-evaluates only the direction part of the prior,
+    a step in (r, s) only the magnitude part.
+    """
+    sets = list(sets)
+    # parts[j] = [likelihood, direction prior, magnitude prior] of set j
+    parts = [[lik.value(j, sets[j]), _direction_prior(sets[j], cfg, lams[j]),
+              _magnitude_prior(sets[j], cfg)] for j in range(2)]
+    value = sum(map(sum, parts))
+    start = value
+    any_accepted = False
+    for _ in range(int(n_inner)):
+        round_start = value
+        for b in range(8):
+            which, f = divmod(b, 4)
+            cur = sets[which]
+            _, pg = _prior_term(cur, cfg, lams[which], True)
+            full = _block_scaled(cur, combine((1.0, lik.gradient(which, cur)), (1.0, pg)))
+            direction = VMFGammaGradient(*[full[j] if j == f else np.zeros_like(full[j])
+                                           for j in range(4)])
+            moved = 1 if f < 2 else 2  # the prior part that changes
+            h = steps[b]
+            while h >= _MIN_STEP:
+                try:
+                    new = ascent_step(cur, direction, h)
+                    new_parts = list(parts[which])
+                    new_parts[0] = lik.value(which, new)
+                    new_parts[moved] = (_direction_prior(new, cfg, lams[which]) if moved == 1
+                                        else _magnitude_prior(new, cfg))
+                    cand = value - sum(parts[which]) + sum(new_parts)
+                except (ValueError, FloatingPointError):
+                    cand = -np.inf
+                if np.isfinite(cand) and cand >= value:
+                    sets[which], value, parts[which] = new, cand, new_parts
+                    any_accepted = True
+                    steps[b] = min(2.0 * h, _MAX_STEP)
+                    break
+                h *= 0.5
+            else:
+                steps[b] = _INIT_STEP * 1e-3
+        if value - round_start <= tol * max(abs(value), 1.0):
+            break
+    return sets, value - start, any_accepted
+
+
 def fit_variational(X, y, n_components, *, method="vi", kappa_prior=1.0, mu0=None,
                     alpha1=2.0, alpha2=0.5, pr_weights=(1.0, 1.0), pr_gamma=0.0,
-                    max_iter=200, tol=1e-6, init_scale=1.0, kappa_init=10.0,
-                    random_state=None, verbose=0, callback=None):
+                    max_iter=200, tol=1e-6, inner_max_iter=10, init_scale=1.0,
+                    kappa_init=10.0, init=None, statistics="auto", random_state=None,
+                    verbose=0, callback=None):
     """Fit q of the Bayesian mixture of experts by coordinate ascent ("vi" or "pr").
 
     Parameters
@@ -372,13 +571,23 @@ def fit_variational(X, y, n_components, *, method="vi", kappa_prior=1.0, mu0=Non
     pr_gamma : float, default=0.0
         Variance weight gamma of Omega, >= 0.
     max_iter : int, default=200
-        Maximum number of iterations.
+        Maximum number of outer iterations (auxiliary updates).
     tol : float, default=1e-6
-        Stop when the relative increase of the objective is below tol.
+        Stop when the relative increase of the objective over one outer
+        iteration is below tol; the inner ascent stops a round early below
+        the same relative threshold.
+    inner_max_iter : int, default=10
+        Rounds of blockwise gradient steps on q per outer iteration.
     init_scale : float, default=1.0
         Initial E[g] = r / s (r = 5).
     kappa_init : float, default=10.0
         Initial variational concentrations.
+    init : tuple (beta, eta) of VMFGammaParams or None, default=None
+        Starting q (warm start); None: random mean directions.
+    statistics : {"auto", True, False}, default="auto"
+        Whether the fixed-auxiliary likelihood is evaluated from the (K, p, p)
+        sufficient statistics (see :class:`_FixedAuxLikelihood`); "auto" uses
+        them when K p^2 <= 2e7 and rows have <= 256 non-zeros on average.
     random_state : int, RandomState instance or None
         Seed of the random initial mean directions.
     verbose : int, default=0
@@ -393,13 +602,23 @@ def fit_variational(X, y, n_components, *, method="vi", kappa_prior=1.0, mu0=Non
         Fitted q(beta), q(eta), objective history (nats, totals), n_iter,
         converged flag and final auxiliaries.
 
+    Raises
+    ------
+    ValueError
+        For labels other than 0/1, shapes that do not match, n_components < 1,
+        an unknown method or invalid prior settings.
+
     Notes
     -----
-    The objective history is non-decreasing up to rounding: the line search
-    only accepts steps that do not decrease the fixed-auxiliary objective,
-    and the re-optimized auxiliaries are kept only if they do not decrease it
-    (otherwise the previous ones, for which the bound is equally valid, are
-    kept). Predict with
+    One outer iteration: (1) the auxiliaries (phi, xi, c, d) are set to their
+    optimal values at the current q (closed forms and the gate solver), which
+    gives the objective value recorded in the history; (2) up to
+    ``inner_max_iter`` rounds of blockwise gradient ascent on q with the
+    auxiliaries fixed (:class:`_FixedAuxLikelihood`, O(K p^2) per evaluation
+    with the statistics). The objective history is non-decreasing up to
+    rounding: the line search only accepts steps that do not decrease the
+    fixed-auxiliary objective, and the re-optimized auxiliaries are kept only
+    if they do not decrease it. Predict with
     :func:`~skbinvi.experts._bounds.predict_proba_posterior_mean`.
     """
     X = _check_X(X)
@@ -410,11 +629,20 @@ def fit_variational(X, y, n_components, *, method="vi", kappa_prior=1.0, mu0=Non
         raise ValueError(f"n_components must be >= 1; got {n_components!r}.")
     if not np.isfinite(init_scale) or init_scale <= 0:
         raise ValueError("init_scale must be > 0.")
+    if statistics not in ("auto", True, False):
+        raise ValueError(f"statistics must be 'auto', True or False; got {statistics!r}.")
     cfg, lams = _check_config(method, kappa_prior, mu0, alpha1, alpha2, pr_weights,
                               pr_gamma, p)
     rng = check_random_state(random_state)
-    beta = _init_params(K, p, rng, kappa_init, init_scale)
-    eta = _init_params(K, p, rng, kappa_init, init_scale)
+    if init is None:
+        beta = _init_params(K, p, rng, kappa_init, init_scale)
+        eta = _init_params(K, p, rng, kappa_init, init_scale)
+    else:
+        beta, eta = (_as_params(v) for v in init)
+        if beta.mu.shape != (K, p) or eta.mu.shape != (K, p):
+            raise ValueError(f"init must hold q of {K} vectors of length {p}.")
+    use_stats = _use_statistics(X, K, statistics)
+    sq = row_norms(X, squared=True)
 
     value, aux = _full_objective(X, y, beta, eta, cfg, lams)
     history = [value]
@@ -422,44 +650,19 @@ def fit_variational(X, y, n_components, *, method="vi", kappa_prior=1.0, mu0=Non
     steps = np.full(8, _INIT_STEP)
     converged = False
     for it in range(1, int(max_iter) + 1):
-        phi, xi, c, d = aux
         start = value
-        any_accepted = False
-        for b in range(8):
-            which, f = divmod(b, 4)
-            cur = (beta, eta)[which]
-            # fresh gradient per block (a stale one fails the line search more often)
-            gb, ge = likelihood_bound_gradients(X, y, beta, eta, phi, xi, c, d)
-            _, pg = _prior_term(cur, cfg, lams[which], True)
-            full = _block_scaled(cur, combine((1.0, (gb, ge)[which]), (1.0, pg)))
-            other = 1 - which
-            if f == 0:  # the other set's prior term is constant during this set's blocks
-                other_val = _prior_term((beta, eta)[other], cfg, lams[other], False)
-            direction = VMFGammaGradient(*[full[j] if j == f else np.zeros_like(full[j])
-                                           for j in range(4)])
-            h = steps[b]
-            while h >= _MIN_STEP:
-                try:
-                    new = ascent_step(cur, direction, h)
-                    nb, ne = (new, eta) if which == 0 else (beta, new)
-                    cand, _ = _full_objective(X, y, nb, ne, cfg, lams, aux,
-                                              cached=(other, other_val))
-                except (ValueError, FloatingPointError):
-                    cand = -np.inf
-                if np.isfinite(cand) and cand >= value:
-                    beta, eta, value = nb, ne, cand
-                    any_accepted = True
-                    steps[b] = min(2.0 * h, _MAX_STEP)
-                    break
-                h *= 0.5
-            else:
-                steps[b] = _INIT_STEP * 1e-3
+        lik = _FixedAuxLikelihood(X, y, sq, aux, use_stats)
+        (beta, eta), gain, any_accepted = _ascend(lik, (beta, eta), cfg, lams, steps,
+                                                  inner_max_iter, tol)
         if not any_accepted:
             converged = True
             break
-        new_value, new_aux = _full_objective(X, y, beta, eta, cfg, lams, c_init=c)
-        if new_value < value:  # rounding in the auxiliaries' solver: keep the old ones
-            new_value, new_aux = value, aux
+        new_value, new_aux = _full_objective(X, y, beta, eta, cfg, lams, c_init=aux[2])
+        if new_value < start + gain:
+            # rounding in the auxiliaries' solver: keep the old auxiliaries
+            fixed_value, _ = _full_objective(X, y, beta, eta, cfg, lams, aux)
+            if new_value < fixed_value:
+                new_value, new_aux = fixed_value, aux
         rel = (new_value - start) / max(abs(start), 1.0)
         value, aux = new_value, new_aux
         history.append(value)
@@ -473,3 +676,186 @@ def fit_variational(X, y, n_components, *, method="vi", kappa_prior=1.0, mu0=Non
     phi, xi, c, d = aux
     return VariationalFitResult(beta, eta, np.asarray(history), len(history) - 1,
                                 converged, phi, xi, c, d, cfg[0], steps.copy())
+
+
+# ---------------------------------------------------------------------------
+# the BMEM-G baseline: Gaussian prior, Gaussian q, closed-form updates
+# ---------------------------------------------------------------------------
+
+
+@njit
+def _rowwise_quadratic_forms_csr(indptr, indices, data, S):
+    """out[n, k] = x_n^T S[k] x_n for CSR X (sorted unique indices), S (K, p, p) symmetric."""
+    n = indptr.shape[0] - 1
+    K = S.shape[0]
+    out = np.zeros((n, K))
+    for i in range(n):
+        lo, hi = indptr[i], indptr[i + 1]
+        for a in range(lo, hi):
+            ja = indices[a]
+            xa = data[a]
+            for b in range(a, hi):
+                jb = indices[b]
+                w = xa * data[b] * (1.0 if a == b else 2.0)
+                for k in range(K):
+                    out[i, k] += w * S[k, ja, jb]
+    return out
+
+
+def _rowwise_quadratic_forms(X, S):
+    """x_n^T S_k x_n for all rows and k: (n, K)."""
+    if sp.issparse(X):
+        return _rowwise_quadratic_forms_csr(*_canonical_csr(X), np.ascontiguousarray(S))
+    return np.stack([np.einsum("np,np->n", X @ Sk, X) for Sk in S], axis=1)
+
+
+@dataclass
+class GaussianFitResult:
+    """Result of :func:`fit_gaussian_variational` (BMEM-G).
+
+    Attributes
+    ----------
+    beta_mean, eta_mean : ndarray of shape (K, p)
+        Posterior means of the expert and gate vectors.
+    beta_cov, eta_cov : ndarray of shape (K, p, p)
+        Posterior covariances.
+    objective_history : ndarray of shape (n_iter + 1,)
+        The ELBO (nats, total over samples) at the initial q and after each
+        iteration; non-decreasing.
+    n_iter : int
+    converged : bool
+    phi : ndarray of shape (n, K)
+        Final responsibilities.
+    """
+
+    beta_mean: np.ndarray
+    eta_mean: np.ndarray
+    beta_cov: np.ndarray
+    eta_cov: np.ndarray
+    objective_history: np.ndarray
+    n_iter: int
+    converged: bool
+    phi: np.ndarray
+
+    @property
+    def objective(self):
+        """Final ELBO (nats)."""
+        return float(self.objective_history[-1])
+
+
+def _gaussian_kl(mean, cov, sigma):
+    """sum_k KL(N(mean_k, cov_k) || N(0, sigma^2 I)) in nats."""
+    K, p = mean.shape
+    logdet = np.linalg.slogdet(cov)[1]
+    tr = np.trace(cov, axis1=1, axis2=2)
+    return float(0.5 * np.sum((tr + np.sum(mean * mean, axis=1)) / sigma**2 - p
+                              + 2.0 * p * np.log(sigma) - logdet))
+
+
+def _gaussian_moments(X, mean, cov):
+    m = np.asarray(X @ mean.T)
+    return m, m * m + _rowwise_quadratic_forms(X, cov)
+
+
+def fit_gaussian_variational(X, y, n_components, *, sigma=1.0, max_iter=200, tol=1e-6,
+                             init_scale=1.0, random_state=None, verbose=0,
+                             callback=None):
+    """Variational Bayes for the BMEM-G baseline (Gaussian priors, no diversity).
+
+    Parameters
+    ----------
+    X : {array_like, sparse matrix} of shape (n, p)
+        Inputs, dense or CSR (add a constant column for intercepts).
+    y : array_like of shape (n,)
+        Labels in {0, 1}.
+    n_components : int
+        Number of experts K.
+    sigma : float, default=1.0
+        Prior standard deviation: every beta_k, eta_k ~ N(0, sigma^2 I_p).
+    max_iter : int, default=200
+        Maximum number of iterations.
+    tol : float, default=1e-6
+        Stop when the relative increase of the ELBO is below tol.
+    init_scale : float, default=1.0
+        Standard deviation of the random initial means (divided by sqrt(p)).
+    random_state : int, RandomState instance or None
+        Seed of the initial means.
+    verbose : int, default=0
+        Print the ELBO every iteration if > 0.
+    callback : callable or None
+        ``callback(iteration, beta_mean, eta_mean, elbo)`` after each iteration.
+
+    Returns
+    -------
+    result : GaussianFitResult
+
+    Raises
+    ------
+    ValueError
+        For labels other than 0/1, mismatched shapes, n_components < 1 or
+        sigma <= 0.
+
+    Notes
+    -----
+    [D] q(beta_k) = N(m_k, S_k), q(eta_k) = N(m'_k, S'_k), q(z_n) =
+    Categorical(phi_n), with the same bounds as "vi" (expert [JJ], gate
+    [Bou] + [JJ]; :func:`~skbinvi.experts._bounds.likelihood_pieces_from_moments`).
+    At fixed auxiliaries the bound is sum_k [b_k^T m_k + tr(Q_k (S_k + m_k m_k^T))]
+    + const per set, with b_k, Q_k (negative semi-definite) those of
+    :class:`_FixedAuxLikelihood`; adding -KL(q || N(0, sigma^2 I)) and
+    maximizing in closed form gives
+
+        S_k = (I / sigma^2 - 2 Q_k)^{-1},   m_k = S_k b_k,
+
+    the familiar Bayesian logistic regression update of [JJ] with
+    responsibilities as weights. Each iteration sets the auxiliaries to
+    their optima and then q to its optimum, so the ELBO never decreases.
+    Cost per iteration O(sum_n nnz_n^2 K + K p^3); memory O(K p^2).
+    """
+    X = _check_X(X)
+    n, p = X.shape
+    y = _check_y(y, n)
+    K = int(n_components)
+    if K < 1:
+        raise ValueError(f"n_components must be >= 1; got {n_components!r}.")
+    sigma = float(sigma)
+    if not np.isfinite(sigma) or sigma <= 0:
+        raise ValueError(f"sigma must be finite and > 0; got {sigma!r}.")
+    rng = check_random_state(random_state)
+    means = [rng.normal(scale=init_scale / np.sqrt(p), size=(K, p)) for _ in range(2)]
+    covs = [np.broadcast_to(np.eye(p) * sigma**2, (K, p, p)).copy() for _ in range(2)]
+    sq = row_norms(X, squared=True)
+    eye = np.eye(p) / sigma**2
+
+    def elbo(c_init=None):
+        pieces = likelihood_pieces_from_moments(
+            y, *_gaussian_moments(X, means[0], covs[0]),
+            *_gaussian_moments(X, means[1], covs[1]), c_init=c_init)
+        value = (sum(pieces[:3]) - _gaussian_kl(means[0], covs[0], sigma)
+                 - _gaussian_kl(means[1], covs[1], sigma))
+        return value, pieces[3:]
+
+    value, (phi, _, xi, c, d) = elbo()
+    history = [value]
+    converged = False
+    for it in range(1, int(max_iter) + 1):
+        lik = _FixedAuxLikelihood(X, y, sq, (phi, xi, c, d), True)
+        for j, (b, _, Q) in enumerate(lik.stats):
+            prec = eye[None] - 2.0 * Q
+            chol = np.linalg.cholesky(prec)
+            inv_chol = np.linalg.inv(chol)
+            covs[j] = np.matmul(np.swapaxes(inv_chol, 1, 2), inv_chol)
+            means[j] = np.matmul(covs[j], b[:, :, None])[:, :, 0]
+        new_value, (phi, _, xi, c, d) = elbo(c_init=c)
+        rel = (new_value - value) / max(abs(value), 1.0)
+        value = new_value
+        history.append(value)
+        if verbose:
+            print(f"[fit_gaussian_variational] iter {it:4d}  ELBO {value:.6f}")
+        if callback is not None:
+            callback(it, means[0], means[1], value)
+        if rel < tol:
+            converged = True
+            break
+    return GaussianFitResult(means[0], means[1], covs[0], covs[1], np.asarray(history),
+                             len(history) - 1, converged, phi)
