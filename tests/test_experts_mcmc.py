@@ -359,3 +359,223 @@ def test_direction_proposer_is_vmf_around_u():
     w = np.cross(u, [1.0, 0.0, 0.0])
     w /= np.linalg.norm(w)
     assert stats.ks_2samp(draws @ w, ref @ w).pvalue > P_MIN
+
+
+# ---------------------------------------------------------------------------
+# the fast likelihood (numba kernels) against the NumPy reference
+# ---------------------------------------------------------------------------
+
+
+def _row_logliks(X, y, b, e):
+    """Per-row log-likelihoods with the reference formula (n,)."""
+    B, E = np.asarray(X @ b.T), np.asarray(X @ e.T)
+    sign = (2.0 * y - 1.0)[:, None]
+    return np.array([M._loglik_fast(B[i:i + 1], E[i:i + 1], sign[i:i + 1])
+                     for i in range(B.shape[0])])
+
+
+@pytest.mark.parametrize("prior", ["mabn", "gaussian"])
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("K", [1, 3])
+def test_fast_loglik_trace_matches_reference(prior, sparse, K):
+    X, y = _data(n=300, p=5, seed=13)
+    X[:, -1] = 1.0
+    Xs = sp.csr_matrix(X) if sparse else X
+    kw = dict(prior=prior, n_samples=25, burn_in=0, thin=1, random_state=2,
+              direction_concentration=40.0, magnitude_scale=0.4, gaussian_scale=0.3)
+    res = M.run_metropolis_hastings(Xs, y, K, **kw)
+    for t in range(25):  # every sweep is kept
+        ref = M.log_likelihood_from_projections(
+            X @ res.beta_samples[t].T, X @ res.eta_samples[t].T, y.astype(float))
+        assert_allclose(res.log_likelihood[t], ref, rtol=1e-12)
+    # the same chain as with the NumPy reference likelihood
+    ref_run = M.run_metropolis_hastings(Xs, y, K, _reference_likelihood=True, **kw)
+    assert res.acceptance_rates == ref_run.acceptance_rates
+    assert_allclose(res.beta_samples, ref_run.beta_samples, rtol=1e-12, atol=1e-14)
+    assert_allclose(res.eta_samples, ref_run.eta_samples, rtol=1e-12, atol=1e-14)
+    assert_allclose(res.log_posterior, ref_run.log_posterior, rtol=1e-12)
+
+
+@pytest.mark.parametrize("prior", ["mabn", "gaussian"])
+def test_fast_loglik_extreme_projections(prior):
+    # |beta^T x| and |eta^T x| in the hundreds to thousands: rows whose sums
+    # underflow (log space fallback) and gate logits that jump by more than
+    # the cache shift (row resets) must not change the chain
+    rng = np.random.RandomState(21)
+    X = 300.0 * rng.normal(size=(150, 3))
+    y = (rng.uniform(size=150) < 0.5).astype(int)
+    init = {"beta": 3.0 * rng.normal(size=(3, 3)), "eta": 3.0 * rng.normal(size=(3, 3))}
+    kw = dict(prior=prior, n_samples=20, burn_in=0, random_state=4, init=init,
+              direction_concentration=5.0, magnitude_scale=3.0, gaussian_scale=3.0)
+    res = M.run_metropolis_hastings(X, y, 3, **kw)
+    ref = M.run_metropolis_hastings(X, y, 3, _reference_likelihood=True, **kw)
+    assert res.acceptance_rates == ref.acceptance_rates
+    assert_allclose(res.beta_samples, ref.beta_samples, rtol=1e-12, atol=1e-13)
+    assert_allclose(res.log_likelihood, ref.log_likelihood, rtol=1e-12)
+    # the regimes were visited: rows whose sums underflow _TINY, gate jumps
+    rows = _row_logliks(X, y, ref.beta_samples[0], ref.eta_samples[0])
+    assert rows.min() < np.log(M._TINY) - 100
+    E = np.einsum("np,skp->snk", X, ref.eta_samples)
+    assert np.abs(np.diff(E, axis=0)).max() > 5 * M._SHIFT
+
+
+def test_fast_likelihood_kernels_against_reference_every_column():
+    # propose/accept/next_column protocol against the reference, column by
+    # column, with ordinary and extreme new columns
+    rng = np.random.RandomState(17)
+    n, K = 400, 4
+    y = (rng.uniform(size=n) < 0.5).astype(float)
+    Bt, Et = 2.0 * rng.normal(size=(K, n)), 2.0 * rng.normal(size=(K, n))
+    fast = M._FastLikelihood(Bt.copy(), Et.copy(), y)
+    ref = M._ReferenceLikelihood(Bt.copy(), Et.copy(), y)
+    for _sweep in range(3):
+        for s in range(2):
+            fast.start_pass(s)
+            for k in range(K):
+                for scale in (1.0, 30.0, 800.0):
+                    col = scale * rng.normal(size=n)
+                    v_fast, v_ref = fast.propose(s, k, col), ref.propose(s, k, col)
+                    assert_allclose(v_fast, v_ref, rtol=1e-13)
+                    if rng.uniform() < 0.5:
+                        fast.accept(s, k, col)
+                        ref.accept(s, k, col)
+                fast.next_column(s, k)
+    assert_allclose(fast.Bt, ref.proj[0], rtol=0, atol=0)
+    assert_allclose(fast.Et, ref.proj[1], rtol=0, atol=0)
+    # the caches are fresh function values of the projections
+    assert_allclose(fast.S, special.expit((2 * y - 1) * fast.Bt),
+                    rtol=1e-15, atol=1e-300)
+    assert_allclose(fast.W, np.exp(fast.Et - fast.M), rtol=1e-15)
+    assert np.all(fast.Et.max(axis=0) - fast.M <= M._SHIFT)
+
+
+# ---------------------------------------------------------------------------
+# Monte Carlo EM of mu0, alpha1, alpha2
+# ---------------------------------------------------------------------------
+
+
+def _log_prior_samples(beta_samples, eta_samples, kappa, mu0, a1, a2):
+    """Mean over samples of the MABN x Gamma log prior of both sets."""
+    total = 0.0
+    for b, e in zip(beta_samples, eta_samples, strict=True):
+        for a in (b, e):
+            g = np.linalg.norm(a, axis=1)
+            total += (M.log_mabn_type1_prior(a / g[:, None], kappa, mu0)
+                      + M.log_gamma_prior(g, a1, a2))
+    return total / len(beta_samples)
+
+
+def test_gamma_mle_matches_scipy_fit():
+    rng = np.random.RandomState(0)
+    for shape, rate in [(0.3, 2.0), (2.5, 0.7), (40.0, 10.0)]:
+        g = rng.gamma(shape, 1.0 / rate, size=500)
+        a, b = M.gamma_mle(g)
+        a_ref, _, scale_ref = stats.gamma.fit(g, floc=0)
+        assert_allclose(a, a_ref, rtol=1e-5)
+        assert_allclose(b, 1.0 / scale_ref, rtol=1e-5)
+        # the score equations hold to rounding
+        assert_allclose(np.log(a) - special.digamma(a),
+                        np.log(g.mean()) - np.log(g).mean(), rtol=1e-10)
+        assert_allclose(b, a / g.mean(), rtol=1e-14)
+    # huge shape (nearly equal values): the asymptotic branch
+    g = 1.0 + 1e-4 * rng.normal(size=200)
+    a, b = M.gamma_mle(g)
+    s = np.log(g.mean()) - np.log(g).mean()
+    assert 0.5 / s < a < 1.0 / s and a > 1e6
+    with pytest.raises(ValueError):
+        M.gamma_mle([2.0, 2.0, 2.0])
+    with pytest.raises(ValueError):
+        M.gamma_mle([1.0, -1.0])
+
+
+def test_fit_mabn_hyperparameters_recovers_prior_and_maximizes():
+    # exact draws from the prior with known hyper-parameters: the M-step is
+    # the maximum-likelihood estimate, consistent for many draws
+    K, p, kappa, a1, a2 = 3, 4, 3.0, 2.5, 1.5
+    mu0 = np.array([1.0, -2.0, 0.5, 1.0])
+    mu0 /= np.linalg.norm(mu0)
+    rng = np.random.RandomState(5)
+    S = 400
+    sets = [M.sample_mabn_type1_prior(K, p, kappa, mu0, S, rng)
+            * rng.gamma(a1, 1.0 / a2, size=(S, K))[:, :, None] for _ in range(2)]
+    m_hat, a1_hat, a2_hat = M.fit_mabn_hyperparameters(*sets)
+    assert_allclose(np.linalg.norm(m_hat), 1.0)
+    assert m_hat @ mu0 > 0.99
+    assert_allclose(a1_hat, a1, rtol=0.1)
+    assert_allclose(a2_hat, a2, rtol=0.1)
+    # on few samples it maximizes their mean log prior: the value is not
+    # below the one at the truth nor at perturbations of each parameter
+    few = [a[:60] for a in sets]
+    m60, a60, b60 = M.fit_mabn_hyperparameters(*few)
+    q_hat = _log_prior_samples(*few, kappa, m60, a60, b60)
+    for m, a, b in [(mu0, a1, a2), (m60, a60 * 1.05, b60), (m60, a60 / 1.05, b60),
+                    (m60, a60, b60 * 1.05), (m60, a60, b60 / 1.05),
+                    (m60 + 0.1 * rng.normal(size=p), a60, b60)]:
+        m = m / np.linalg.norm(m)
+        assert q_hat >= _log_prior_samples(*few, kappa, m, a, b)
+    with pytest.raises(ValueError):
+        M.fit_mabn_hyperparameters(sets[0], sets[1][:, :2])
+
+
+def test_monte_carlo_em_without_data_stays_at_start():
+    # n = 0: the posterior is the prior and p(y) = 1 for every hyper-parameter,
+    # so exact EM does not move; one Monte Carlo EM step must return the
+    # values it sampled with (up to Monte Carlo error), e.g. no rate/scale mix-up
+    p, K = 3, 3
+    mu0 = np.array([0.0, 0.6, 0.8])
+    res = M.run_monte_carlo_em(
+        np.empty((0, p)), np.empty(0), K, kappa=4.0, mu0=mu0, alpha1=3.0, alpha2=2.0,
+        n_em_iter=1, sweeps_per_em_iter=1500, burn_in=50, n_samples=10,
+        direction_concentration=4.0, magnitude_scale=1.0, random_state=0)
+    assert res.alpha1_history.shape == (2,) and res.mu0_history.shape == (2, p)
+    assert_allclose(res.alpha1_history, [3.0, 3.0], rtol=0.15)
+    assert_allclose(res.alpha2_history, [2.0, 2.0], rtol=0.15)
+    assert res.mu0_history[1] @ mu0 > 0.97
+    assert res.alpha1 == res.alpha1_history[-1] and res.alpha2 == res.alpha2_history[-1]
+    assert_allclose(res.mu0, res.mu0_history[-1])
+
+
+def test_monte_carlo_em_moves_towards_truth():
+    # data from the model (K = 2, p = 3) with magnitudes from Gamma(8, rate 2);
+    # EM started far away (prior mean magnitude 0.1) must move the prior
+    # mean towards the true magnitudes, and raise the log prior of the samples
+    rng = np.random.RandomState(0)
+    p, K, n, kappa = 3, 2, 2000, 1.0
+    U = M.sample_mabn_type1_prior(K, p, kappa, None, 2, rng)
+    beta = U[0] * rng.gamma(8.0, 0.5, size=K)[:, None]
+    eta = U[1] * rng.gamma(8.0, 0.5, size=K)[:, None]
+    X = np.column_stack([rng.normal(size=(n, p - 1)), np.ones(n)])
+    p1 = np.sum(special.softmax(X @ eta.T, axis=1) * special.expit(X @ beta.T), axis=1)
+    y = (rng.uniform(size=n) < p1).astype(int)
+    true_mean = np.mean(np.linalg.norm(np.vstack([beta, eta]), axis=1))
+    a1_0, a2_0 = 1.0, 10.0
+    res = M.run_monte_carlo_em(
+        X, y, K, kappa=kappa, alpha1=a1_0, alpha2=a2_0, n_em_iter=8,
+        sweeps_per_em_iter=40, burn_in=100, n_samples=100,
+        direction_concentration=50.0, magnitude_scale=0.3, random_state=0)
+    assert res.alpha1_history.shape == (9,) and res.mu0_history.shape == (9, p)
+    mean_hist = res.alpha1_history / res.alpha2_history
+    assert abs(np.log(mean_hist[-1] / true_mean)) < 0.25 * abs(np.log(0.1 / true_mean))
+    assert res.beta_samples.shape == (100, K, p)
+    assert (res.alpha1, res.alpha2) == (res.alpha1_history[-1], res.alpha2_history[-1])
+    lp_learned = _log_prior_samples(res.beta_samples, res.eta_samples, kappa,
+                                    res.mu0, res.alpha1, res.alpha2)
+    lp_initial = _log_prior_samples(res.beta_samples, res.eta_samples, kappa,
+                                    res.mu0_history[0], a1_0, a2_0)
+    assert lp_learned >= lp_initial
+
+
+def test_monte_carlo_em_validation_and_zero_iterations():
+    X, y = _data(n=20, p=3, seed=2)
+    with pytest.raises(ValueError):
+        M.run_monte_carlo_em(X, y, 2, n_em_iter=-1)
+    with pytest.raises(ValueError):
+        M.run_monte_carlo_em(X, y, 2, sweeps_per_em_iter=0)
+    with pytest.raises(ValueError):
+        M.run_monte_carlo_em(X, y, 2, alpha1=0.0)
+    # no EM iteration: a plain run with the initial hyper-parameters
+    kw = dict(kappa=0.5, alpha1=2.0, alpha2=3.0, n_samples=5, burn_in=3, random_state=1)
+    res = M.run_monte_carlo_em(X, y, 2, n_em_iter=0, **kw)
+    plain = M.run_metropolis_hastings(X, y, 2, **kw)
+    assert_allclose(res.beta_samples, plain.beta_samples, rtol=0, atol=0)
+    assert_allclose(res.alpha1_history, [2.0]) and res.mu0_history.shape == (1, 3)

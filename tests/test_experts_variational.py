@@ -11,7 +11,18 @@ from skbinvi.experts._bounds import (
     independent_prior_elbo,
     predict_proba_posterior_mean,
 )
-from skbinvi.experts._variational import fit_variational, variational_objective
+from skbinvi.experts._variational import (
+    _as_params,
+    _check_config,
+    _FixedAuxLikelihood,
+    _prior_term,
+    _rowwise_quadratic_forms,
+    _weighted_gram,
+    fit_gaussian_variational,
+    fit_variational,
+    variational_objective,
+)
+from skbinvi.experts._mcmc import predict_proba_samples
 from skbinvi.experts._vmf import log_normalizer, sample_vmf
 
 
@@ -159,3 +170,134 @@ def test_vi_objective_is_below_monte_carlo_elbo():
     vals = np.asarray(vals)
     mc, se = vals.mean(), vals.std(ddof=1) / np.sqrt(vals.size)
     assert bound <= mc + 4 * se
+
+
+# ---------------------------------------------------------------------------
+# sufficient statistics of the fixed-auxiliary likelihood
+# ---------------------------------------------------------------------------
+
+
+def _messy_csr(rng, n, p, density=0.3):
+    """CSR with unsorted indices and duplicate entries (sum_duplicates changes it)."""
+    X = sp.random(n, p, density=density, random_state=rng, format="coo")
+    X = sp.coo_matrix((np.concatenate([X.data, X.data[:5]]),
+                       (np.concatenate([X.row, X.row[:5]]),
+                        np.concatenate([X.col, X.col[:5]]))), shape=(n, p))
+    X = X.tocsr()
+    X.has_sorted_indices = False
+    X.indices[X.indptr[0]:X.indptr[1]] = X.indices[X.indptr[0]:X.indptr[1]][::-1]
+    X.data[X.indptr[0]:X.indptr[1]] = X.data[X.indptr[0]:X.indptr[1]][::-1]
+    return X
+
+
+def test_weighted_gram_and_quadratic_forms_match_numpy():
+    rng = np.random.RandomState(0)
+    n, p, K = 40, 7, 3
+    X = _messy_csr(rng, n, p)
+    Xd = X.toarray()
+    W = rng.normal(size=(n, K))
+    Q = _weighted_gram(X, W)
+    ref = np.stack([Xd.T @ (Xd * W[:, k, None]) for k in range(K)])
+    np.testing.assert_allclose(Q, ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(_weighted_gram(Xd, W), ref, rtol=1e-12, atol=1e-12)
+    A = rng.normal(size=(K, p, p))
+    S = A + np.swapaxes(A, 1, 2)
+    ref_q = np.stack([np.einsum("np,pq,nq->n", Xd, S[k], Xd) for k in range(K)], axis=1)
+    np.testing.assert_allclose(_rowwise_quadratic_forms(X, S), ref_q, rtol=1e-12,
+                               atol=1e-12)
+    np.testing.assert_allclose(_rowwise_quadratic_forms(Xd, S), ref_q, rtol=1e-12,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_fixed_aux_likelihood_statistics_match_direct_and_bound(sparse):
+    rng = np.random.RandomState(1)
+    X, y = _two_expert_data(n=60, seed=1)
+    if sparse:
+        X = sp.csr_matrix(X)
+    p, K = X.shape[1], 3
+    beta, eta = _random_q(K, p, rng), _random_q(K, p, rng)
+    _, aux = variational_objective(X, y, beta, eta, method="pr",
+                                   pr_weights=(0, 0), return_aux=True)
+    sq = np.asarray(X.multiply(X).sum(axis=1)).ravel() if sparse else np.sum(X * X, 1)
+    fast = _FixedAuxLikelihood(X, y, sq, aux, True)
+    slow = _FixedAuxLikelihood(X, y, sq, aux, False)
+    beta2, eta2 = _random_q(K, p, rng), _random_q(K, p, rng)
+    for which, (q1, q2) in enumerate(((beta, beta2), (eta, eta2))):
+        assert fast.value(which, q1) == pytest.approx(slow.value(which, q1), rel=1e-10)
+        for a, b in zip(fast.gradient(which, q2), slow.gradient(which, q2), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
+    # value differences are those of the likelihood bound at the fixed auxiliaries
+    kw = dict(method="pr", pr_weights=(0, 0), kappa_prior=0.0, aux=aux)
+
+    f1 = variational_objective(X, y, beta, eta, **kw)
+    f2 = variational_objective(X, y, beta2, eta, **kw)
+    cfg, lams = _check_config("pr", 0.0, None, 2.0, 0.5, (0, 0), 0.0, p)
+    d_lik = (f2 - _prior_term(_as_params(beta2), cfg, 0.0, False)) \
+        - (f1 - _prior_term(_as_params(beta), cfg, 0.0, False))
+    d_stats = fast.value(0, beta2) - fast.value(0, beta)
+    assert d_stats == pytest.approx(d_lik, rel=1e-9, abs=1e-9)
+
+
+def test_statistics_and_direct_fits_agree():
+    X, y = _two_expert_data(n=80, seed=3)
+    a = fit_variational(X, y, 2, max_iter=4, random_state=0, statistics=True)
+    b = fit_variational(X, y, 2, max_iter=4, random_state=0, statistics=False)
+    np.testing.assert_allclose(a.objective_history, b.objective_history, rtol=1e-8)
+    np.testing.assert_allclose(a.beta.mu, b.beta.mu, rtol=1e-6, atol=1e-8)
+
+
+# ---------------------------------------------------------------------------
+# BMEM-G: Gaussian prior, Gaussian q
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gaussian_fit():
+    X, y = _two_expert_data(n=200)
+    return X, y, fit_gaussian_variational(X, y, 2, sigma=2.0, max_iter=60, random_state=0)
+
+
+def test_gaussian_elbo_non_decreasing_and_accurate(gaussian_fit):
+    X, y, res = gaussian_fit
+    h = res.objective_history
+    assert np.all(np.diff(h) >= -1e-9 * np.abs(h[:-1]))
+    acc = np.mean((predict_proba_samples(X, res.beta_mean, res.eta_mean)[:, 1] > 0.5) == y)
+    assert acc > LogisticRegression().fit(X, y).score(X, y) + 0.2
+    for cov in (res.beta_cov, res.eta_cov):  # symmetric positive definite
+        np.testing.assert_allclose(cov, np.swapaxes(cov, 1, 2), atol=1e-12)
+        assert np.all(np.linalg.eigvalsh(cov) > 0)
+
+
+def test_gaussian_elbo_is_below_monte_carlo_elbo(gaussian_fit):
+    X, y, res = gaussian_fit
+    sigma, K, p = 2.0, 2, X.shape[1]
+    rng = np.random.RandomState(0)
+    vals = []
+    for _ in range(400):
+        total = 0.0
+        vecs = []
+        for m, S in ((res.beta_mean, res.beta_cov), (res.eta_mean, res.eta_cov)):
+            A = np.stack([rng.multivariate_normal(m[k], S[k]) for k in range(K)])
+            total += float(np.sum(stats.norm.logpdf(A, scale=sigma)))
+            total -= sum(stats.multivariate_normal.logpdf(A[k], m[k], S[k])
+                         for k in range(K))
+            vecs.append(A)
+        B, E = vecs
+        t = X @ B.T
+        log_lik = np.where(y[:, None] == 1, special.log_expit(t), special.log_expit(-t))
+        total += float(np.sum(special.logsumexp(
+            special.log_softmax(X @ E.T, axis=1) + log_lik, axis=1)))
+        vals.append(total)
+    vals = np.asarray(vals)
+    assert res.objective <= vals.mean() + 4 * vals.std(ddof=1) / np.sqrt(vals.size)
+
+
+def test_gaussian_fit_validation():
+    X, y = _two_expert_data(n=20)
+    with pytest.raises(ValueError, match="sigma"):
+        fit_gaussian_variational(X, y, 2, sigma=0.0)
+    with pytest.raises(ValueError, match="n_components"):
+        fit_gaussian_variational(X, y, 0)
+    with pytest.raises(ValueError, match="statistics"):
+        fit_variational(X, y, 2, statistics="yes")
