@@ -258,3 +258,21 @@ def test_adult_every_method(method):
     # regression 0.838, majority class 0.763
     assert acc > 0.82
     assert acc > lr - 0.01
+
+
+def test_mcmc_learns_prior_hyperparameters_by_em():
+    X, y = _two_expert_data(200, seed=9)
+    # the EM itself (M-step maximizes, moves towards the truth on data drawn
+    # from the model) is tested in tests/test_experts_mcmc.py; here the wiring
+    m = DiversityMixtureOfExperts(2, inference="mcmc", n_em_iter=3, n_samples=20,
+                                  burn_in=50, random_state=0).fit(X, y)
+    hp = m.prior_hyperparameters_
+    assert np.linalg.norm(hp["mu0"]) == pytest.approx(1.0)
+    assert hp["mu0"].shape == (X.shape[1] + 1,)
+    assert hp["magnitude_shape"] > 0 and hp["magnitude_rate"] > 0
+    assert (hp["magnitude_shape"], hp["magnitude_rate"]) != (2.0, 0.5)
+    assert m.n_iter_ == 50 + 25 * 2 + 50 * 3 + 20
+    assert m.score(X, y) > 0.8
+    plain = DiversityMixtureOfExperts(2, inference="mcmc", n_samples=5, burn_in=5,
+                                      random_state=0).fit(X, y)
+    assert not hasattr(plain, "prior_hyperparameters_")

@@ -15,7 +15,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._angular import mutual_angles
-from ._mcmc import run_metropolis_hastings
+from ._mcmc import run_metropolis_hastings, run_monte_carlo_em
 from ._variational import fit_gaussian_variational, fit_variational
 
 # burn-in is run in blocks of this many sweeps; after each block the proposal
@@ -145,6 +145,14 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
     proposal_scale : float, default=0.1
         Initial standard deviation of the magnitude proposal (MABN) or of the
         Gaussian random walk (prior="gaussian").
+    n_em_iter : int, default=0
+        "mcmc" with the MABN prior: after the burn-in, learn the root
+        direction mu_0 and the Gamma prior (``magnitude_shape``,
+        ``magnitude_rate`` are then the starting values) by this many Monte
+        Carlo EM iterations of 50 sweeps each ([1]_ supplement section 3;
+        :func:`~skbinvi.experts._mcmc.run_monte_carlo_em`), then sample with
+        the learned values after 25 more burn-in sweeps. 0: fixed
+        hyper-parameters. Ignored by the other settings.
     random_state : int, RandomState instance or None, default=None
         Seed of the initial q ("vi", "pr") and of the chain ("mcmc").
     verbose : int, default=0
@@ -182,6 +190,10 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
     expert_samples_, gate_samples_ : ndarray of shape (n_samples, K, n_features + fit_intercept)
         "mcmc": the kept samples (intercept last); a leading class axis for
         more than two classes.
+    prior_hyperparameters_ : dict or list of dict
+        "mcmc" with ``n_em_iter > 0``: the learned ``mu0`` (unit vector of
+        length n_features + fit_intercept), ``magnitude_shape`` and
+        ``magnitude_rate``.
     n_iter_ : int
         Iterations ("vi", "pr") or sweeps ("mcmc") run (the maximum over
         classes).
@@ -243,6 +255,7 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         "thin": [Interval(Integral, 1, None, closed="left")],
         "proposal_concentration": [Interval(Real, 0, None, closed="left")],
         "proposal_scale": [Interval(Real, 0, None, closed="neither")],
+        "n_em_iter": [Interval(Integral, 0, None, closed="left")],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
@@ -270,6 +283,7 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         thin=1,
         proposal_concentration=200.0,
         proposal_scale=0.1,
+        n_em_iter=0,
         random_state=None,
         verbose=0,
     ):
@@ -293,6 +307,7 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         self.thin = thin
         self.proposal_concentration = proposal_concentration
         self.proposal_scale = proposal_scale
+        self.n_em_iter = n_em_iter
         self.random_state = random_state
         self.verbose = verbose
 
@@ -440,15 +455,29 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
             if other and np.isfinite(np.mean(other)):
                 scale = float(np.clip(scale * _adapt_factor(np.mean(other)), 1e-6, 1e3))
             done += block
-        res = run_metropolis_hastings(
-            X, y, K, n_samples=self.n_samples, burn_in=0, thin=self.thin,
-            direction_concentration=kappa_hat, magnitude_scale=scale,
-            gaussian_scale=scale, random_state=rng, init=init, **common)
+        learned = None
+        if self.n_em_iter > 0 and self.prior == "mabn":
+            res = run_monte_carlo_em(
+                X, y, K, kappa=self.diversity_strength, mu0=common["mu0"],
+                alpha1=self.magnitude_shape, alpha2=self.magnitude_rate,
+                n_em_iter=self.n_em_iter, sweeps_per_em_iter=2 * _ADAPT_BLOCK,
+                burn_in=_ADAPT_BLOCK, n_samples=self.n_samples, thin=self.thin,
+                direction_concentration=kappa_hat, magnitude_scale=scale,
+                random_state=rng, init=init)
+            learned = dict(mu0=res.mu0, magnitude_shape=res.alpha1,
+                           magnitude_rate=res.alpha2)
+            extra = _ADAPT_BLOCK * (2 + 2 * self.n_em_iter)
+        else:
+            res = run_metropolis_hastings(
+                X, y, K, n_samples=self.n_samples, burn_in=0, thin=self.thin,
+                direction_concentration=kappa_hat, magnitude_scale=scale,
+                gaussian_scale=scale, random_state=rng, init=init, **common)
+            extra = 0
         traces.append(res.log_posterior)
         return dict(experts=res.beta_samples, gates=res.eta_samples,
                     trace=np.concatenate(traces), rates=res.acceptance_rates,
-                    n_iter=self.burn_in + self.n_samples * self.thin,
-                    proposal=(kappa_hat, scale))
+                    n_iter=self.burn_in + extra + self.n_samples * self.thin,
+                    proposal=(kappa_hat, scale), learned=learned)
 
     def _store(self, fits):
         """Public attributes from the per-problem fits."""
@@ -478,7 +507,7 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         self.gate_angle_mean_, self.gate_angle_var_ = pick(ga[:, 0]), pick(ga[:, 1])
         self.n_iter_ = int(max(f["n_iter"] for f in fits))
         for name in ("elbo_history_", "log_posterior_trace_", "acceptance_rates_",
-                     "expert_samples_", "gate_samples_"):
+                     "expert_samples_", "gate_samples_", "prior_hyperparameters_"):
             if hasattr(self, name):
                 delattr(self, name)
         if self.inference == "mcmc":
@@ -486,6 +515,8 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
             self.acceptance_rates_ = pick([f["rates"] for f in fits])
             self.expert_samples_ = pick(np.stack(self._experts))
             self.gate_samples_ = pick(np.stack(self._gates))
+            if fits[0]["learned"] is not None:
+                self.prior_hyperparameters_ = pick([f["learned"] for f in fits])
         else:
             self.elbo_history_ = pick([f["history"] for f in fits])
 
