@@ -12,7 +12,8 @@ k30
     One fit per method at K = 30 on the full training set with the settings of
     ``examples/plot_adult_experts.py`` (``max_iter=40`` for the variational
     methods, 300 burn-in + 200 kept sweeps for MCMC): training seconds,
-    iterations or sweeps, and test accuracy, beside the paper's hours ([Xie]:
+    iterations or sweeps, test accuracy and the MCMC acceptance rates (expert
+    direction, expert magnitude, gate direction, gate magnitude), beside the paper's hours ([Xie]:
     VI 2.9 h, MCMC 7.5 h, PR 3.3 h for K = 30 on Adult-9).
 per_iteration
     Seconds per outer iteration ("vi", "pr", Gaussian "vi") or per sweep
@@ -104,15 +105,19 @@ def main():
     rows, k30 = [], {}
     for name, params in METHODS.items():
         model, seconds = fit(X, y, k_main, params, **settings)
+        rates = getattr(model, "acceptance_rates_", {})
         k30[name] = dict(seconds=round(seconds, 2), n_iter=model.n_iter_,
-                         accuracy=round(model.score(Xt, yt), 4))
+                         accuracy=round(model.score(Xt, yt), 4),
+                         acceptance_rates={k: round(v, 3) for k, v in rates.items()})
         hours = PAPER_HOURS.get(name)
         rows.append([name, f"{seconds:.1f}", model.n_iter_, f"{k30[name]['accuracy']:.4f}",
+                     " ".join(f"{v:.2f}" for v in rates.values()),
                      "" if hours is None else f"{hours:.1f} h",
                      "" if hours is None else f"{hours * 3600 / seconds:.0f}x"])
         print(f"  {name}: {seconds:.1f} s", flush=True)
     results["k30"] = k30
-    table(["method", "train s", "iters/sweeps", "test acc", "paper", "paper / ours"],
+    table(["method", "train s", "iters/sweeps", "test acc", "acceptance", "paper",
+           "paper / ours"],
                 rows, title=f"K = {k_main}, n = {X.shape[0]}")
 
     scaling = {"n": {}, "K": {}}

@@ -99,9 +99,10 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
           magnitudes; predictions average over the kept samples.
         - "pr": posterior regularization ([1]_ supplement section 4): the
           variational family of "vi" with independent priors (uniform
-          directions, Gamma magnitudes) plus
-          ``expert_regularization`` * Omega(experts) + ``gate_regularization``
-          * Omega(gates), Omega the mutual angular regularizer.
+          directions, Gamma magnitudes) plus lambda_1 Omega(experts) +
+          lambda_2 Omega(gates), Omega the mutual angular regularizer and
+          lambda_1, lambda_2 = ``expert_regularization``,
+          ``gate_regularization``.
     prior : {"mabn", "gaussian"}, default="mabn"
         "gaussian" is the paper's BMEM-G baseline without diversity: every
         vector ~ N(0, ``prior_std``^2 I). With inference="vi" it is fitted by
@@ -178,7 +179,7 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         included); NaN for K = 1.
     gate_angle_mean_, gate_angle_var_ : float or ndarray of shape (n_classes,)
         The same for the gate vectors.
-    elbo_history_ : ndarray of shape (n_iter_ + 1,) or list of them
+    elbo_history_ : ndarray of shape (``n_iter_`` + 1,) or list of them
         "vi": the ELBO lower bound (nats, total over training samples) at the
         start and after every iteration, non-decreasing. "pr": the
         posterior-regularized objective (the ELBO with independent priors
@@ -539,7 +540,7 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         proba : ndarray of shape (n_samples, n_classes)
             Binary: p(y = 1 | x) = sum_k softmax_k(eta^T x) sigmoid(beta_k^T x)
             at the posterior means ("vi", "pr") or averaged over the kept
-            samples ("mcmc") ([1]_, METHODS.md section 3); columns in the
+            samples ("mcmc") ([Xie], METHODS.md section 3); columns in the
             order of ``classes_``. More classes: the one-vs-rest
             probabilities normalized to sum to one.
 
@@ -572,6 +573,25 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         """
         proba = self.predict_proba(X)
         return self.classes_[np.argmax(proba, axis=1)]
+
+    def score(self, X, y, sample_weight=None):
+        """Mean accuracy of :meth:`predict` on (X, y).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Inputs.
+        y : array-like of shape (n_samples,)
+            True labels.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Sample weights.
+
+        Returns
+        -------
+        score : float
+            Fraction of samples predicted correctly.
+        """
+        return super().score(X, y, sample_weight=sample_weight)
 
     def transform(self, X):
         """Gate probabilities p(z = k | x), the soft assignment to experts.
