@@ -35,8 +35,9 @@ def _posterior_mean_vectors(params):
 
 
 def _adapt_factor(rate):
-    """Multiplicative step-size change from an acceptance rate (> 1: bigger moves)."""
-    return float(np.exp(2.0 * np.clip(rate - _TARGET_ACCEPTANCE, -0.5, 0.5)))
+    """Multiplicative step-size change from acceptance rates (> 1: bigger moves)."""
+    rate = np.nan_to_num(np.asarray(rate, dtype=np.float64), nan=_TARGET_ACCEPTANCE)
+    return np.exp(2.0 * np.clip(rate - _TARGET_ACCEPTANCE, -0.5, 0.5))
 
 
 def _angle_summary(A):
@@ -137,8 +138,10 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
     n_samples : int, default=200
         Kept MCMC samples ("mcmc").
     burn_in : int, default=300
-        MCMC sweeps discarded first; during burn-in the proposal scales are
-        adapted every 25 sweeps towards an acceptance rate of 0.3, then frozen.
+        MCMC sweeps discarded first; during burn-in the proposal scales of
+        every vector (direction concentration, magnitude or random-walk step)
+        are adapted every 25 sweeps towards an acceptance rate of 0.3 from
+        that vector's own acceptance rate, then frozen.
     thin : int, default=1
         Keep every ``thin``-th sweep after burn-in.
     proposal_concentration : float, default=200.0
@@ -434,8 +437,11 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         common = dict(prior=self.prior, kappa=self.diversity_strength, mu0=self._mu0(p),
                       alpha1=self.magnitude_shape, alpha2=self.magnitude_rate,
                       sigma=self.prior_std)
-        kappa_hat = float(self.proposal_concentration)
-        scale = float(self.proposal_scale)
+        # one proposal scale per vector (row 0 experts, row 1 gates): unused
+        # experts, whose direction the data do not constrain, must not drag
+        # the scales of the others
+        kappa_hat = np.full((2, K), float(self.proposal_concentration))
+        scale = np.full((2, K), float(self.proposal_scale))
         traces = []
         done = 0
         while done < self.burn_in:  # adaptive burn-in (discarded)
@@ -446,15 +452,12 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
                 gaussian_scale=scale, random_state=rng, init=init, **common)
             init = {"beta": res.beta_samples[-1], "eta": res.eta_samples[-1]}
             traces.append(res.log_posterior)
-            rates = res.acceptance_rates
+            rates = res.vector_acceptance_rates  # (2, K, moves)
             # larger kappa_hat / smaller scale = smaller moves = higher acceptance
-            direction = [v for k, v in rates.items() if k.endswith("direction")]
-            other = [v for k, v in rates.items() if not k.endswith("direction")]
-            if direction and np.isfinite(np.mean(direction)):
-                kappa_hat = float(np.clip(
-                    kappa_hat * _adapt_factor(np.mean(direction)) ** -2, 1.0, 1e8))
-            if other and np.isfinite(np.mean(other)):
-                scale = float(np.clip(scale * _adapt_factor(np.mean(other)), 1e-6, 1e3))
+            if self.prior == "mabn":
+                kappa_hat = np.clip(kappa_hat * _adapt_factor(rates[..., 0]) ** -2,
+                                    1.0, 1e8)
+            scale = np.clip(scale * _adapt_factor(rates[..., -1]), 1e-6, 1e3)
             done += block
         learned = None
         if self.n_em_iter > 0 and self.prior == "mabn":
@@ -478,7 +481,8 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         return dict(experts=res.beta_samples, gates=res.eta_samples,
                     trace=np.concatenate(traces), rates=res.acceptance_rates,
                     n_iter=self.burn_in + extra + self.n_samples * self.thin,
-                    proposal=(kappa_hat, scale), learned=learned)
+                    proposal=(kappa_hat, scale), learned=learned,
+                    vector_rates=res.vector_acceptance_rates)
 
     def _store(self, fits):
         """Public attributes from the per-problem fits."""

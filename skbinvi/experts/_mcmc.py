@@ -186,6 +186,19 @@ def _unit_mu0(mu0, p):
     return mu0 / norm
 
 
+def _per_vector(value, name, K, allow_zero=False):
+    """A proposal parameter as a (2, K) float array (scalar broadcast), checked."""
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.ndim == 0:
+        arr = np.full((2, K), float(arr))
+    if arr.shape != (2, K):
+        raise ValueError(f"{name} must be a scalar or of shape (2, {K}); got {arr.shape}.")
+    bad = ~np.isfinite(arr) | ((arr < 0) if allow_zero else (arr <= 0))
+    if np.any(bad):
+        raise ValueError(f"{name} must be finite and {'>= 0' if allow_zero else '> 0'}.")
+    return arr.copy()
+
+
 def _positive(value, name):
     value = float(value)
     if not np.isfinite(value) or value <= 0:
@@ -846,6 +859,10 @@ class MCMCResult:
         Fraction of accepted proposals over all sweeps (burn-in included):
         keys "expert_direction", "expert_magnitude", "gate_direction",
         "gate_magnitude" (MABN) or "expert_gaussian", "gate_gaussian".
+    vector_acceptance_rates : ndarray of shape (2, K, n_moves) or None
+        The same per vector (row 0 experts, row 1 gates); moves (direction,
+        magnitude) for MABN, (gaussian,) for the Gaussian prior. Used to
+        adapt per-vector proposal scales during burn-in.
     log_posterior : ndarray of shape (n_sweeps,)
         Unnormalized log posterior (log-likelihood + log priors, nats) after
         every sweep, n_sweeps = burn_in + n_samples * thin.
@@ -868,6 +885,7 @@ class MCMCResult:
     beta_samples: np.ndarray
     eta_samples: np.ndarray
     acceptance_rates: dict = field(default_factory=dict)
+    vector_acceptance_rates: np.ndarray = None
     log_posterior: np.ndarray = None
     log_likelihood: np.ndarray = None
     prior: str = "mabn"
@@ -914,12 +932,15 @@ def run_metropolis_hastings(X, y, n_components, *, prior="mabn", kappa=1.0,
         Sweeps discarded first.
     thin : int, default=1
         Keep every ``thin``-th sweep after burn-in.
-    direction_concentration : float, default=50.0
-        kappa_hat of the vMF random-walk proposal of the directions (>= 0).
-    magnitude_scale : float, default=0.1
-        sigma_g of the truncated normal proposal of the magnitudes (> 0).
-    gaussian_scale : float, default=0.1
-        Step of the Gaussian random walk (prior="gaussian"), > 0.
+    direction_concentration : float or array_like of shape (2, K), default=50.0
+        kappa_hat of the vMF random-walk proposal of the directions (>= 0);
+        an array gives one value per vector (row 0 experts, row 1 gates).
+    magnitude_scale : float or array_like of shape (2, K), default=0.1
+        sigma_g of the truncated normal proposal of the magnitudes (> 0),
+        shared or per vector.
+    gaussian_scale : float or array_like of shape (2, K), default=0.1
+        Step of the Gaussian random walk (prior="gaussian"), > 0, shared or
+        per vector.
     random_state : int, RandomState instance or None
         Seed (scikit-learn convention; ``sklearn.utils.check_random_state``).
     init : dict, optional
@@ -985,17 +1006,16 @@ def run_metropolis_hastings(X, y, n_components, *, prior="mabn", kappa=1.0,
         kappa = float(kappa)
         if not np.isfinite(kappa) or kappa < 0:
             raise ValueError(f"kappa must be finite and >= 0; got {kappa}.")
-        kappa_hat = float(direction_concentration)
-        if not np.isfinite(kappa_hat) or kappa_hat < 0:
-            raise ValueError("direction_concentration must be finite and >= 0.")
-        s_g = _positive(magnitude_scale, "magnitude_scale")
+        kappa_hat = _per_vector(direction_concentration, "direction_concentration", K,
+                                allow_zero=True)
+        s_g = _per_vector(magnitude_scale, "magnitude_scale", K)
         alpha1 = _positive(alpha1, "alpha1")
         alpha2 = _positive(alpha2, "alpha2")
         mu0 = _unit_mu0(mu0, p)
         log_c = float(log_normalizer(p, kappa))
     else:
         sigma = _positive(sigma, "sigma")
-        step = _positive(gaussian_scale, "gaussian_scale")
+        step = _per_vector(gaussian_scale, "gaussian_scale", K)
 
     # ---- initial state: vectors[0] = beta (K, p), vectors[1] = eta (K, p)
     if init is None:
@@ -1029,7 +1049,12 @@ def run_metropolis_hastings(X, y, n_components, *, prior="mabn", kappa=1.0,
                     + K * gamma_const
                     + float(np.sum((alpha1 - 1.0) * np.log(g) - alpha2 * g)))
 
-        propose_dir = _DirectionProposer(p, kappa_hat, rng)
+        if np.all(kappa_hat == kappa_hat[0, 0]):  # one shared proposer
+            shared = _DirectionProposer(p, float(kappa_hat[0, 0]), rng)
+            proposers = [[shared] * K, [shared] * K]
+        else:
+            proposers = [[_DirectionProposer(p, float(kappa_hat[s, k]), rng)
+                          for k in range(K)] for s in range(2)]
         counts = {f"{who}_{kind}": [0, 0] for who in ("expert", "gate")
                   for kind in ("direction", "magnitude")}
     else:
@@ -1040,6 +1065,8 @@ def run_metropolis_hastings(X, y, n_components, *, prior="mabn", kappa=1.0,
             return log_gaussian_prior(A[s], sigma)
 
         counts = {f"{who}_gaussian": [0, 0] for who in ("expert", "gate")}
+    n_moves = 2 if prior == "mabn" else 1
+    vec_counts = np.zeros((2, K, n_moves, 2))  # (accepted, proposed)
 
     loglik = log_likelihood_from_projections(proj[0].T, proj[1].T, y)
     logprior = [log_prior_set(0), log_prior_set(1)]
@@ -1064,11 +1091,13 @@ def run_metropolis_hastings(X, y, n_components, *, prior="mabn", kappa=1.0,
         if lik is not None:
             lik.accept(s, k, column)
 
-    def accept(log_alpha, kind):
+    def accept(log_alpha, kind, s, k, move):
         """Metropolis-Hastings accept/reject; counts proposals and acceptances."""
         counts[kind][1] += 1
+        vec_counts[s, k, move, 1] += 1
         if np.log(rng.uniform()) < log_alpha:
             counts[kind][0] += 1
+            vec_counts[s, k, move, 0] += 1
             return True
         return False
 
@@ -1086,14 +1115,14 @@ def run_metropolis_hastings(X, y, n_components, *, prior="mabn", kappa=1.0,
                 if prior == "mabn":
                     # -- direction move (symmetric vMF proposal: no correction)
                     u_old = U[s][k].copy()
-                    u_new = propose_dir(u_old)
+                    u_new = proposers[s][k](u_old)
                     p_col = np.asarray(X @ u_new, dtype=np.float64).ravel()
                     U[s][k] = u_new
                     lp_new = log_prior_set(s)
                     col = G[s][k] * p_col
                     ll_new = loglik_with(s, k, col)
                     log_alpha = ll_new + lp_new - loglik - logprior[s]
-                    if accept(log_alpha, f"{names[s]}_direction"):
+                    if accept(log_alpha, f"{names[s]}_direction", s, k, 0):
                         loglik, logprior[s] = ll_new, lp_new
                         P[s][k] = p_col
                         set_column(s, k, col)
@@ -1103,7 +1132,7 @@ def run_metropolis_hastings(X, y, n_components, *, prior="mabn", kappa=1.0,
                     g_old = G[s][k]
                     g_new = -1.0
                     while g_new <= 0.0:
-                        g_new = g_old + s_g * rng.normal()
+                        g_new = g_old + s_g[s, k] * rng.normal()
                     G[s][k] = g_new
                     lp_new = log_prior_set(s)
                     col = g_new * P[s][k]
@@ -1111,21 +1140,21 @@ def run_metropolis_hastings(X, y, n_components, *, prior="mabn", kappa=1.0,
                     log_alpha = ll_new + lp_new - loglik - logprior[s]
                     if _truncation_correction:
                         log_alpha += truncated_normal_log_hastings_ratio(
-                            g_old, g_new, s_g)
-                    if accept(log_alpha, f"{names[s]}_magnitude"):
+                            g_old, g_new, s_g[s, k])
+                    if accept(log_alpha, f"{names[s]}_magnitude", s, k, 1):
                         loglik, logprior[s] = ll_new, lp_new
                         set_column(s, k, col)
                     else:
                         G[s][k] = g_old
                 else:
                     a_old = A[s][k].copy()
-                    a_new = a_old + step * rng.normal(size=p)
+                    a_new = a_old + step[s, k] * rng.normal(size=p)
                     A[s][k] = a_new
                     lp_new = log_prior_set(s)
                     col = np.asarray(X @ a_new, dtype=np.float64).ravel()
                     ll_new = loglik_with(s, k, col)
                     log_alpha = ll_new + lp_new - loglik - logprior[s]
-                    if accept(log_alpha, f"{names[s]}_gaussian"):
+                    if accept(log_alpha, f"{names[s]}_gaussian", s, k, 0):
                         loglik, logprior[s] = ll_new, lp_new
                         set_column(s, k, col)
                     else:
@@ -1144,10 +1173,13 @@ def run_metropolis_hastings(X, y, n_components, *, prior="mabn", kappa=1.0,
             kept += 1
 
     rates = {key: (c[0] / c[1] if c[1] else float("nan")) for key, c in counts.items()}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        vec_rates = vec_counts[..., 0] / vec_counts[..., 1]
     hyper = (dict(mu0=mu0.copy(), alpha1=alpha1, alpha2=alpha2)
              if prior == "mabn" else {})
     return MCMCResult(beta_samples=beta_out, eta_samples=eta_out,
-                      acceptance_rates=rates, log_posterior=trace,
+                      acceptance_rates=rates, vector_acceptance_rates=vec_rates,
+                      log_posterior=trace,
                       log_likelihood=trace_ll, prior=prior, **hyper)
 
 
