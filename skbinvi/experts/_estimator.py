@@ -17,6 +17,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._angular import mutual_angles
 from ._mcmc import run_metropolis_hastings, run_monte_carlo_em
 from ._variational import fit_gaussian_variational, fit_variational
+from ._vmf import bessel_ratio
 
 # burn-in is run in blocks of this many sweeps; after each block the proposal
 # scales are adapted towards the target acceptance rate (burn-in only)
@@ -28,8 +29,6 @@ _MCMC_INIT_ITER = 20
 
 def _posterior_mean_vectors(params):
     """E[a_k] = (r_k / s_k) A_p(kappa_k) mu_k of a vMF x Gamma q, (K, p)."""
-    from ._vmf import bessel_ratio
-
     p = params.mu.shape[1]
     return ((params.r / params.s) * bessel_ratio(p, params.kappa))[:, None] * params.mu
 
