@@ -105,9 +105,9 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
           ``gate_regularization``.
     prior : {"mabn", "gaussian"}, default="mabn"
         "gaussian" is the paper's BMEM-G baseline without diversity: every
-        vector ~ N(0, ``prior_std``^2 I). With inference="vi" it is fitted by
-        closed-form variational Bayes (Gaussian q), with "mcmc" by a
-        Gaussian random walk. Not available with inference="pr".
+        vector ~ N(0, sigma^2 I), sigma = ``prior_std``. With inference="vi"
+        it is fitted by closed-form variational Bayes (Gaussian q), with
+        "mcmc" by a Gaussian random walk. Not available with inference="pr".
     diversity_strength : float, default=1.0
         kappa >= 0 of the MABN prior ("vi", "mcmc"); 0 means uniform,
         independent directions. Tune it by cross-validation ([1]_).
