@@ -15,9 +15,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._angular import mutual_angles
-from ._mcmc import run_metropolis_hastings, run_monte_carlo_em
-from ._variational import fit_gaussian_variational, fit_variational
-from ._vmf import bessel_ratio
+from ._mcmc import predict_proba_samples, run_metropolis_hastings, run_monte_carlo_em
+from ._variational import _mean_directions, fit_gaussian_variational, fit_variational
 
 # burn-in is run in blocks of this many sweeps; after each block the proposal
 # scales are adapted towards the target acceptance rate (burn-in only)
@@ -29,8 +28,7 @@ _MCMC_INIT_ITER = 20
 
 def _posterior_mean_vectors(params):
     """E[a_k] = (r_k / s_k) A_p(kappa_k) mu_k of a vMF x Gamma q, (K, p)."""
-    p = params.mu.shape[1]
-    return ((params.r / params.s) * bessel_ratio(p, params.kappa))[:, None] * params.mu
+    return (params.r / params.s)[:, None] * _mean_directions(params)
 
 
 def _adapt_factor(rate):
@@ -46,15 +44,6 @@ def _angle_summary(A):
         return np.nan, np.nan
     theta = mutual_angles(A)[np.triu_indices(K, k=1)]
     return float(theta.mean()), float(theta.var())
-
-
-def _mixture_proba(X, experts, gates):
-    """p(y = 1 | x) averaged over S vector sets: experts, gates (S, K, p) -> (n,)."""
-    p1 = np.zeros(X.shape[0])
-    for b, e in zip(experts, gates, strict=True):
-        gate = special.softmax(np.asarray(X @ e.T), axis=1)
-        p1 += np.sum(gate * special.expit(np.asarray(X @ b.T)), axis=1)
-    return np.clip(p1 / len(experts), 0.0, 1.0)
 
 
 def _gate_proba(X, gates):
@@ -553,8 +542,9 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
             If X holds NaN or infinity or has the wrong number of features.
         """
         Xd = self._check_X(X)
-        p1 = np.column_stack([_mixture_proba(Xd, e, g)
-                              for e, g in zip(self._experts, self._gates, strict=True)])
+        p1 = np.clip(np.column_stack([
+            predict_proba_samples(Xd, e, g)[:, 1]
+            for e, g in zip(self._experts, self._gates, strict=True)]), 0.0, 1.0)
         if len(self._experts) == 1:
             return np.column_stack([1.0 - p1[:, 0], p1[:, 0]])
         total = p1.sum(axis=1, keepdims=True)
