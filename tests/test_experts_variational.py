@@ -233,8 +233,8 @@ def test_fixed_aux_likelihood_statistics_match_direct_and_bound(sparse):
     f1 = variational_objective(X, y, beta, eta, **kw)
     f2 = variational_objective(X, y, beta2, eta, **kw)
     cfg, lams = _check_config("pr", 0.0, None, 2.0, 0.5, (0, 0), 0.0, p)
-    d_lik = (f2 - _prior_term(_as_params(beta2), cfg, 0.0, False)) \
-        - (f1 - _prior_term(_as_params(beta), cfg, 0.0, False))
+    d_lik = (f2 - _prior_term(_as_params(beta2), cfg, 0.0)) \
+        - (f1 - _prior_term(_as_params(beta), cfg, 0.0))
     d_stats = fast.value(0, beta2) - fast.value(0, beta)
     assert d_stats == pytest.approx(d_lik, rel=1e-9, abs=1e-9)
 

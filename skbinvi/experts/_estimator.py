@@ -481,19 +481,16 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         def pick(values):
             return values[0] if binary else values
 
-        ints = slice(-1, None) if self.fit_intercept else slice(0, 0)
         mean_e = [e.mean(axis=0) for e in self._experts]
         mean_g = [g.mean(axis=0) for g in self._gates]
         d = self.n_features_in_
         self.expert_coef_ = pick(np.stack([m[:, :d] for m in mean_e]))
         self.gate_coef_ = pick(np.stack([m[:, :d] for m in mean_g]))
-        if self.fit_intercept:
-            self.expert_intercept_ = pick(np.stack([m[:, ints][:, 0] for m in mean_e]))
-            self.gate_intercept_ = pick(np.stack([m[:, ints][:, 0] for m in mean_g]))
-        else:
-            zeros = np.zeros((len(fits), self.n_components))
-            self.expert_intercept_ = pick(zeros)
-            self.gate_intercept_ = pick(zeros.copy())
+        # the intercept is the appended last column; zero without fit_intercept
+        self.expert_intercept_ = pick(np.stack(
+            [m[:, -1] * self.fit_intercept for m in mean_e]))
+        self.gate_intercept_ = pick(np.stack(
+            [m[:, -1] * self.fit_intercept for m in mean_g]))
         ea = np.array([_angle_summary(m) for m in mean_e])
         ga = np.array([_angle_summary(m) for m in mean_g])
         self.expert_angle_mean_, self.expert_angle_var_ = pick(ea[:, 0]), pick(ea[:, 1])

@@ -220,26 +220,26 @@ def _magnitude_prior(params, cfg):
                                          params.kappa.shape)))
 
 
-def _prior_term(params, cfg, lam, need_grad):
-    """Prior (+ regularizer) part of the objective for one set of K vectors.
+def _prior_term(params, cfg, lam):
+    """Prior (+ regularizer) part of the objective for one set of K vectors, nats.
 
-    Returns value (nats) and, if ``need_grad``, a VMFGammaGradient. The
-    value is :func:`_direction_prior` + :func:`_magnitude_prior`.
+    :func:`_direction_prior` + :func:`_magnitude_prior`.
     """
+    return _direction_prior(params, cfg, lam) + _magnitude_prior(params, cfg)
+
+
+def _prior_gradient(params, cfg, lam):
+    """Gradient of :func:`_prior_term` in (mu, kappa, r, s), a VMFGammaGradient."""
     method, kappa_prior, mu0, alpha1, alpha2, gamma = cfg
-    value = _direction_prior(params, cfg, lam) + _magnitude_prior(params, cfg)
-    if not need_grad:
-        return value
     if method == "pr":
         grad = combine((-1.0, kl_gradients(params, (mu0, kappa_prior, alpha1, alpha2))))
         if lam != 0.0 and params.mu.shape[0] > 1:
             grad = combine((1.0, grad), (lam, angular_regularizer_gradients(params, gamma)))
-    else:
-        gm = mabn_gradients(params, kappa_prior, mu0)
-        # -KL(q || uniform x Gamma prior) = H[q(u)] - log|S| - KL_gamma
-        gk = kl_gradients(params, (mu0, 0.0, alpha1, alpha2))
-        grad = combine((1.0, gm), (-1.0, gk))
-    return value, grad
+        return grad
+    gm = mabn_gradients(params, kappa_prior, mu0)
+    # -KL(q || uniform x Gamma prior) = H[q(u)] - log|S| - KL_gamma
+    gk = kl_gradients(params, (mu0, 0.0, alpha1, alpha2))
+    return combine((1.0, gm), (-1.0, gk))
 
 
 def _check_config(method, kappa_prior, mu0, alpha1, alpha2, pr_weights, pr_gamma, p):
@@ -285,7 +285,7 @@ def _full_objective(X, y, beta, eta, cfg, lams, aux=None, c_init=None, cached=No
         pri[cached[0]] = cached[1]
     for j, par in enumerate((beta, eta)):
         if pri[j] is None:
-            pri[j] = _prior_term(par, cfg, lams[j], False)
+            pri[j] = _prior_term(par, cfg, lams[j])
     value = lik + pri[0] + pri[1]
     return float(value), aux
 
@@ -510,7 +510,7 @@ def _ascend(lik, sets, cfg, lams, steps, n_inner, tol):
         for b in range(8):
             which, f = divmod(b, 4)
             cur = sets[which]
-            _, pg = _prior_term(cur, cfg, lams[which], True)
+            pg = _prior_gradient(cur, cfg, lams[which])
             full = _block_scaled(cur, combine((1.0, lik.gradient(which, cur)), (1.0, pg)))
             direction = VMFGammaGradient(*[full[j] if j == f else np.zeros_like(full[j])
                                            for j in range(4)])
