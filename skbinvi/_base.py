@@ -1,0 +1,351 @@
+"""The fit loop shared by every estimator of the package.
+
+Each estimator supplies the model-specific steps (initialize, one iteration,
+the ELBO of some rows); :class:`BaseVariational` owns everything around them,
+so that the words mean the same thing in every estimator:
+
+- ``max_iter``: iterations (epochs, sweeps or blocks of sweeps) per run;
+- ``tol`` and ``n_iter_no_change``: a run has converged when the monitored
+  ELBO, in nats per sample, has not improved on its best value by more than
+  ``tol`` for ``n_iter_no_change`` consecutive iterations;
+- ``n_init``: independent runs, the one with the highest final ELBO is kept;
+- ``warm_start``: ``fit`` continues from the fitted state;
+- ``early_stopping`` and ``validation_fraction``: the monitored ELBO is that of
+  held-out rows, and the state of the best iteration is kept;
+- ``verbose``: one line per iteration, in one format;
+- the fitted ``elbo_``, ``elbo_history_``, ``n_iter_``, ``converged_`` and
+  ``validation_scores_``, and the public :meth:`BaseVariational.elbo`.
+
+The design follows scikit-learn's ``BaseMixture`` (``sklearn/mixture/_base.py``)
+and ``MLPClassifier``'s early stopping.
+"""
+
+import copy
+import time
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, is_classifier
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import train_test_split
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted
+
+__all__ = ["BaseVariational", "FIT_LOOP_CONSTRAINTS"]
+
+#: Parameter constraints of the fit-loop parameters, merged by every estimator
+#: into its ``_parameter_constraints``.
+FIT_LOOP_CONSTRAINTS = {
+    "max_iter": [Interval(Integral, 1, None, closed="left")],
+    "tol": [Interval(Real, 0, None, closed="left")],
+    "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+    "n_init": [Interval(Integral, 1, None, closed="left")],
+    "warm_start": ["boolean"],
+    "early_stopping": ["boolean"],
+    "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+    "random_state": ["random_state"],
+    "verbose": ["verbose"],
+}
+
+#: Attributes set by the fit loop itself.
+_LOOP_ATTRIBUTES = (
+    "elbo_",
+    "elbo_history_",
+    "n_iter_",
+    "converged_",
+    "validation_scores_",
+    "best_validation_score_",
+)
+
+
+class BaseVariational(BaseEstimator):
+    """Base class of the estimators: the shared fit loop and ELBO vocabulary.
+
+    A subclass lists the fit-loop parameters (``max_iter``, ``tol``,
+    ``n_iter_no_change``, ``n_init``, ``warm_start``, ``early_stopping``,
+    ``validation_fraction``, ``random_state``, ``verbose``) in its own
+    ``__init__``, merges :data:`FIT_LOOP_CONSTRAINTS` into its
+    ``_parameter_constraints``, validates its input in ``fit`` and then calls
+    :meth:`_fit_loop`. It implements:
+
+    ``_initialize(X, y, rng)``
+        Set fresh parameters (called once per run of ``n_init``).
+    ``_iterate(X, y, rng) -> float``
+        One iteration (an epoch, a sweep, a block of MCMC sweeps); returns the
+        training objective in nats per sample (the ELBO, or what the
+        estimator documents instead).
+    ``_elbo_per_sample(X, y) -> float``
+        The ELBO of the rows (X, y) at the current parameters, divided by the
+        number of rows (nats per sample).
+    ``_check_elbo_input(X, y) -> (X, y)``
+        Validation of new data for :meth:`elbo`.
+
+    and may override ``_get_state``/``_set_state`` (what is copied to keep the
+    best run or iteration), ``_after_fit(X, y)`` (public attributes after
+    training) and ``_divergence_hint()`` (the remedy the divergence error
+    names).
+
+    Attributes set by the loop
+    --------------------------
+    elbo_ : float
+        ELBO of the training rows at the end of the kept run, nats per sample
+        (without the validation rows when early stopping is used).
+    elbo_history_ : ndarray of shape (n_iter_,)
+        The value returned by every iteration of the kept run, nats per sample
+        (continued by ``warm_start`` and ``partial_fit``).
+    n_iter_ : int
+        Number of iterations of the kept run.
+    converged_ : bool
+        Whether the kept run met the ``tol`` rule before ``max_iter``.
+    validation_scores_ : ndarray of shape (n_iter_,) or None
+        Held-out ELBO after every iteration (nats per sample) when early
+        stopping was used, else None.
+    best_validation_score_ : float or None
+        Best value of ``validation_scores_``, else None.
+    """
+
+    # ------------------------------------------------------------- hooks
+    def _initialize(self, X, y, rng):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _iterate(self, X, y, rng):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _elbo_per_sample(self, X, y):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _check_elbo_input(self, X, y):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _after_fit(self, X, y):
+        """Set public attributes after training (default: nothing)."""
+
+    def _divergence_hint(self):
+        return "Check the input scale, or lower the step sizes."
+
+    def _get_state(self):
+        """A copy of the fitted state: every attribute that is not a parameter.
+
+        One ``deepcopy`` call for the whole state, so that references between
+        fitted arrays (an optimizer holding the parameter arrays) survive.
+        """
+        params = self.get_params(deep=False)
+        return copy.deepcopy(
+            {key: value for key, value in vars(self).items() if key not in params}
+        )
+
+    def _set_state(self, state):
+        vars(self).update(state)
+
+    # ----------------------------------------------------------- helpers
+    def _is_initialized(self):
+        return hasattr(self, "elbo_history_")
+
+    def _report(self, message):
+        print(f"[{type(self).__name__}] {message}", flush=True)
+
+    def _split_validation(self, X, y, rng):
+        """Hold out ``validation_fraction`` of the rows (stratified for classifiers)."""
+        n = X.shape[0]
+        n_val = int(round(self.validation_fraction * n))
+        if n_val < 1 or n_val >= n:
+            raise ValueError(
+                f"early_stopping=True needs at least one training and one validation "
+                f"row; validation_fraction={self.validation_fraction} of {n} rows "
+                f"gives {n_val} validation rows."
+            )
+        stratify = None
+        if y is not None and is_classifier(self):
+            _, counts = np.unique(y, return_counts=True)
+            if counts.min() >= 2 and n_val >= counts.size:
+                stratify = y
+        seed = rng.randint(np.iinfo(np.int32).max)
+        if y is None:
+            X_train, X_val = train_test_split(
+                X, test_size=n_val, random_state=seed
+            )
+            return X_train, None, X_val, None
+        X_train, X_val, y_train, y_val = train_test_split(
+            X, y, test_size=n_val, random_state=seed, stratify=stratify
+        )
+        return X_train, y_train, X_val, y_val
+
+    def _checked_value(self, value, what, iteration):
+        value = float(value)
+        if not np.isfinite(value):
+            raise ValueError(
+                f"{type(self).__name__}: the {what} became {value} at iteration "
+                f"{iteration}: training diverged. {self._divergence_hint()}"
+            )
+        return value
+
+    # -------------------------------------------------------------- loop
+    def _fit_loop(self, X, y=None):
+        """Train on validated rows (X, y); return self.
+
+        Parameters
+        ----------
+        X : ndarray or sparse matrix of shape (n_samples, ...)
+            Validated training rows; indexed by rows only.
+        y : ndarray of shape (n_samples,) or None
+            Validated targets, or None for unsupervised estimators.
+
+        Raises
+        ------
+        ValueError
+            If an iteration returns a non-finite value (divergence), or if
+            early stopping leaves no training or no validation row.
+
+        Warns
+        -----
+        ConvergenceWarning
+            If the kept run reached ``max_iter`` without meeting the ``tol``
+            rule.
+        """
+        warm = self.warm_start and self._is_initialized()
+        rng = self.random_state_ if warm else check_random_state(self.random_state)
+        X_val = y_val = None
+        if self.early_stopping:
+            X, y, X_val, y_val = self._split_validation(X, y, rng)
+        n_init = 1 if warm else self.n_init
+        best_elbo, best_state = -np.inf, None
+        start = time.perf_counter()
+        for init in range(n_init):
+            if not warm:
+                for name in _LOOP_ATTRIBUTES:
+                    if hasattr(self, name):
+                        delattr(self, name)
+                self.random_state_ = rng
+                self._initialize(X, y, rng)
+            self._run(X, y, X_val, y_val, rng, init, n_init, start)
+            self.elbo_ = self._checked_value(
+                self._elbo_per_sample(X, y), "final ELBO", self.n_iter_
+            )
+            if n_init > 1:
+                if self.verbose:
+                    self._report(
+                        f"init {init + 1}/{n_init}: final ELBO {self.elbo_:.4f} "
+                        "nats/sample"
+                    )
+                if best_state is None or self.elbo_ > best_elbo:
+                    best_elbo, best_state = self.elbo_, self._get_state()
+        if best_state is not None:
+            self._set_state(best_state)
+        if not self.converged_:
+            warnings.warn(
+                f"{type(self).__name__}: max_iter={self.max_iter} iterations ran and "
+                f"the ELBO still improved by more than tol={self.tol} nats per "
+                f"sample within the last n_iter_no_change={self.n_iter_no_change} "
+                "iterations. Increase max_iter or tol.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        self._after_fit(X, y)
+        return self
+
+    def _run(self, X, y, X_val, y_val, rng, init, n_init, start):
+        """Up to ``max_iter`` iterations of one run, with the stopping rule."""
+        history = list(getattr(self, "elbo_history_", []))
+        validation = None
+        if X_val is not None:
+            previous = getattr(self, "validation_scores_", None)
+            validation = [] if previous is None else list(previous)
+        best, best_state, no_change = -np.inf, None, 0
+        converged = False
+        prefix = f"init {init + 1}/{n_init}, " if n_init > 1 else ""
+        for _ in range(self.max_iter):
+            it = len(history) + 1
+            value = self._checked_value(self._iterate(X, y, rng), "ELBO", it)
+            history.append(value)
+            monitored = value
+            if X_val is not None:
+                monitored = self._checked_value(
+                    self._elbo_per_sample(X_val, y_val), "validation ELBO", it
+                )
+                validation.append(monitored)
+            if self.verbose:
+                msg = f"{prefix}iteration {it}: ELBO {value:.4f} nats/sample"
+                if X_val is not None:
+                    msg += f", validation ELBO {monitored:.4f}"
+                self._report(f"{msg}, {time.perf_counter() - start:.2f} s")
+            no_change = 0 if monitored > best + self.tol else no_change + 1
+            if monitored > best:
+                best = monitored
+                if X_val is not None:
+                    best_state = self._get_state()
+            if no_change >= self.n_iter_no_change:
+                converged = True
+                break
+        if best_state is not None:
+            self._set_state(best_state)
+        self.elbo_history_ = np.asarray(history, dtype=np.float64)
+        self.n_iter_ = len(history)
+        self.converged_ = converged
+        if validation is not None:
+            self.validation_scores_ = np.asarray(validation, dtype=np.float64)
+            self.best_validation_score_ = float(best)
+        else:
+            self.validation_scores_ = None
+            self.best_validation_score_ = None
+        if self.verbose:
+            state = "converged" if converged else "did not converge"
+            self._report(f"{prefix}{state} after {self.n_iter_} iterations")
+
+    def _partial_fit_iteration(self, X, y=None):
+        """One iteration on validated rows, initializing on the first call.
+
+        Used by the estimators' ``partial_fit``: ``max_iter``, ``tol``,
+        ``n_init`` and ``early_stopping`` do not apply; the history grows by
+        one value per call and ``converged_`` is False.
+        """
+        if not self._is_initialized():
+            rng = check_random_state(self.random_state)
+            self.random_state_ = rng
+            self._initialize(X, y, rng)
+            self.elbo_history_ = np.zeros(0)
+            self.validation_scores_ = self.best_validation_score_ = None
+        it = self.elbo_history_.size + 1
+        value = self._checked_value(
+            self._iterate(X, y, self.random_state_), "ELBO", it
+        )
+        self.elbo_history_ = np.append(self.elbo_history_, value)
+        self.n_iter_ = self.elbo_history_.size
+        self.converged_ = False
+        if self.verbose:
+            self._report(f"partial_fit iteration {it}: ELBO {value:.4f} nats/sample")
+        self._after_fit(X, y)
+        return self
+
+    # ------------------------------------------------------------ public
+    def elbo(self, X, y=None):
+        """Evidence lower bound of new data, in nats per sample.
+
+        The same quantity as ``elbo_``, for other rows: the true ELBO of the
+        model's variational posterior for (X, y), summed over the rows and
+        divided by their number (see each estimator's documentation for what
+        a row is and how the ELBO is estimated).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, ...)
+            Rows, as accepted by ``fit``.
+        y : array-like of shape (n_samples,) or None
+            Targets, for the supervised estimators; ignored otherwise.
+
+        Returns
+        -------
+        elbo : float
+            Nats per sample (higher is better).
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If the estimator is not fitted.
+        ValueError
+            If X (or y) is not valid input for the fitted estimator.
+        """
+        check_is_fitted(self)
+        X, y = self._check_elbo_input(X, y)
+        return float(self._elbo_per_sample(X, y))

@@ -1,0 +1,193 @@
+"""The shared fit loop (skbinvi._base.BaseVariational) on a conjugate toy model.
+
+The toy model: x_n ~ N(mu, 1), mu ~ N(0, 1), q(mu) = N(m, s2) with s2 at its
+optimum 1 / (n + 1). Its ELBO is known in closed form and maximized at the
+exact posterior mean m* = sum x / (n + 1); one iteration is a damped step
+m <- m + step (m* - m), so the ELBO increases monotonically for 0 < step <= 1
+and diverges for step > 2.
+"""
+
+import pickle
+import re
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.utils.validation import check_array, validate_data
+
+from skbinvi._base import FIT_LOOP_CONSTRAINTS, BaseVariational
+
+# the starting means of every initialization, outside the estimator's state
+# (which the loop copies and restores)
+INIT_LOG = []
+
+
+class ToyGaussianMean(BaseVariational):
+    _parameter_constraints = {**FIT_LOOP_CONSTRAINTS}
+
+    def __init__(self, step=0.5, *, max_iter=100, tol=1e-8, n_iter_no_change=2,
+                 n_init=1, warm_start=False, early_stopping=False,
+                 validation_fraction=0.2, random_state=None, verbose=0):
+        self.step = step
+        self.max_iter = max_iter
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.n_init = n_init
+        self.warm_start = warm_start
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def fit(self, X, y=None):
+        self._validate_params()
+        X = validate_data(self, X, reset=not (self.warm_start and hasattr(self, "m_")))
+        return self._fit_loop(X[:, 0])
+
+    def partial_fit(self, X, y=None):
+        X = check_array(X)
+        return self._partial_fit_iteration(X[:, 0])
+
+    def _initialize(self, X, y, rng):
+        self.m_ = rng.normal(scale=10.0)
+        INIT_LOG.append(self.m_)
+
+    def _total_elbo(self, x, m):
+        n = x.size
+        s2 = 1.0 / (n + 1)
+        loglik = -0.5 * n * np.log(2 * np.pi) - 0.5 * np.sum((x - m) ** 2 + s2)
+        logprior = -0.5 * np.log(2 * np.pi) - 0.5 * (m**2 + s2)
+        entropy = 0.5 * np.log(2 * np.pi * np.e * s2)
+        return loglik + logprior + entropy
+
+    def _iterate(self, X, y, rng):
+        target = X.sum() / (X.size + 1)
+        self.m_ = self.m_ + self.step * (target - self.m_)
+        return self._elbo_per_sample(X, y)
+
+    def _elbo_per_sample(self, X, y):
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self._total_elbo(X, self.m_) / X.size
+
+    def _check_elbo_input(self, X, y):
+        return check_array(X)[:, 0], None
+
+    def _divergence_hint(self):
+        return "Lower step."
+
+
+@pytest.fixture
+def data():
+    return np.random.RandomState(0).normal(loc=2.0, size=(200, 1))
+
+
+def test_monotone_history_converges_to_the_posterior_mean(data):
+    model = ToyGaussianMean(random_state=0).fit(data)
+    assert model.converged_
+    assert 1 < model.n_iter_ < model.max_iter
+    assert model.elbo_history_.shape == (model.n_iter_,)
+    assert np.all(np.diff(model.elbo_history_) >= -1e-12)
+    assert model.m_ == pytest.approx(data.sum() / (data.size + 1), abs=1e-3)
+    assert model.elbo_ == pytest.approx(model.elbo_history_[-1])
+    assert model.validation_scores_ is None
+
+
+def test_tol_and_patience_define_convergence(data):
+    loose = ToyGaussianMean(tol=1.0, n_iter_no_change=1, random_state=0).fit(data)
+    tight = ToyGaussianMean(tol=1e-10, n_iter_no_change=3, random_state=0).fit(data)
+    assert loose.n_iter_ < tight.n_iter_
+    # each of the last n_iter_no_change values improved on the best before
+    # it by at most tol, and the value before them by more
+    h = tight.elbo_history_
+    assert all(h[i] <= h[:i].max() + 1e-10 for i in range(h.size - 3, h.size))
+    assert h[-4] > h[:-4].max() + 1e-10
+
+
+def test_convergence_warning_once(data):
+    with pytest.warns(ConvergenceWarning, match="max_iter=2 iterations") as record:
+        model = ToyGaussianMean(max_iter=2, random_state=0).fit(data)
+    assert len(record) == 1
+    assert not model.converged_ and model.n_iter_ == 2
+
+
+def test_n_init_keeps_the_highest_final_elbo(data):
+    x = data[:, 0]
+    INIT_LOG.clear()
+    model = ToyGaussianMean(n_init=4, max_iter=3, random_state=1)
+    with pytest.warns(ConvergenceWarning):
+        model.fit(data)
+    finals = []
+    for m0 in INIT_LOG:
+        m = m0
+        for _ in range(3):
+            m = m + 0.5 * (x.sum() / (x.size + 1) - m)
+        finals.append(model._total_elbo(x, m) / x.size)
+    assert len(finals) == 4 and np.ptp(finals) > 0
+    assert model.elbo_ == pytest.approx(max(finals))
+
+
+def test_warm_start_continues_the_history(data):
+    INIT_LOG.clear()
+    model = ToyGaussianMean(max_iter=3, warm_start=True, random_state=0)
+    with pytest.warns(ConvergenceWarning):
+        model.fit(data)
+    first = model.elbo_history_.copy()
+    model.set_params(max_iter=100)
+    model.fit(data)
+    assert model.n_iter_ > 3
+    np.testing.assert_array_equal(model.elbo_history_[:3], first)
+    assert len(INIT_LOG) == 1  # not re-initialized
+
+
+def test_fit_without_warm_start_restarts(data):
+    model = ToyGaussianMean(random_state=0).fit(data)
+    n_first = model.n_iter_
+    model.fit(data)
+    assert model.n_iter_ == n_first
+
+
+def test_early_stopping_monitors_held_out_rows(data):
+    model = ToyGaussianMean(early_stopping=True, random_state=0).fit(data)
+    assert model.validation_scores_.shape == (model.n_iter_,)
+    assert model.best_validation_score_ == model.validation_scores_.max()
+    with pytest.raises(ValueError, match="validation rows"):
+        ToyGaussianMean(early_stopping=True, validation_fraction=0.001).fit(data[:10])
+
+
+def test_divergence_is_a_value_error_naming_the_remedy(data):
+    with pytest.raises(ValueError, match=r"diverged\. Lower step\."):
+        ToyGaussianMean(step=1e150, max_iter=50, random_state=0).fit(data)
+
+
+def test_verbose_format(data, capsys):
+    ToyGaussianMean(verbose=1, random_state=0).fit(data)
+    lines = capsys.readouterr().out.strip().splitlines()
+    pattern = re.compile(
+        r"^\[ToyGaussianMean\] iteration \d+: ELBO -?\d+\.\d{4} nats/sample, "
+        r"\d+\.\d{2} s$"
+    )
+    assert all(pattern.match(line) for line in lines[:-1])
+    assert re.match(r"^\[ToyGaussianMean\] converged after \d+ iterations$", lines[-1])
+
+
+def test_elbo_of_new_data_and_not_fitted(data):
+    with pytest.raises(NotFittedError):
+        ToyGaussianMean().elbo(data)
+    model = ToyGaussianMean(random_state=0).fit(data)
+    assert model.elbo(data) == pytest.approx(model.elbo_)
+    assert model.elbo(data + 5) < model.elbo(data)
+
+
+def test_partial_fit_grows_the_history(data):
+    model = ToyGaussianMean(random_state=0)
+    for k in range(1, 4):
+        model.partial_fit(data)
+        assert model.n_iter_ == k and model.elbo_history_.shape == (k,)
+    assert not model.converged_
+    assert np.all(np.diff(model.elbo_history_) > 0)
+
+
+def test_pickle_round_trip(data):
+    model = ToyGaussianMean(random_state=0).fit(data)
+    clone = pickle.loads(pickle.dumps(model))
+    assert clone.elbo(data) == model.elbo(data)
