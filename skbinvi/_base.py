@@ -33,7 +33,16 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-__all__ = ["BaseVariational", "FIT_LOOP_CONSTRAINTS"]
+__all__ = ["BaseVariational", "FIT_LOOP_CONSTRAINTS", "UnusedLatentWarning"]
+
+
+class UnusedLatentWarning(UserWarning):
+    """A fitted model leaves latent variables unused (dead causes, dead gates).
+
+    Issued by :meth:`BaseVariational._warn_unused` with one text for every
+    estimator: how many latent variables are in use, by which criterion, and
+    the remedy.
+    """
 
 #: Parameter constraints of the fit-loop parameters, merged by every estimator
 #: into its ``_parameter_constraints``.
@@ -171,6 +180,27 @@ class BaseVariational(BaseEstimator):
             X, y, test_size=n_val, random_state=seed, stratify=stratify
         )
         return X_train, y_train, X_val, y_val
+
+    def _warn_unused(self, n_used, n_total, what, criterion, remedy):
+        """Warn (:class:`UnusedLatentWarning`) that latent variables ended unused.
+
+        Parameters
+        ----------
+        n_used, n_total : int
+            Latent variables in use, and in the model.
+        what : str
+            Their name, plural ("causes", "gates", "features").
+        criterion : str
+            How "in use" is decided, e.g. "prior > 0.01".
+        remedy : str
+            What the user can change.
+        """
+        warnings.warn(
+            f"{type(self).__name__}: only {n_used} of {n_total} {what} are in use "
+            f"({criterion}); the others ended unused. {remedy}",
+            UnusedLatentWarning,
+            stacklevel=4,
+        )
 
     def _checked_value(self, value, what, iteration):
         value = float(value)

@@ -191,3 +191,13 @@ def test_pickle_round_trip(data):
     model = ToyGaussianMean(random_state=0).fit(data)
     clone = pickle.loads(pickle.dumps(model))
     assert clone.elbo(data) == model.elbo(data)
+
+
+def test_unused_latent_warning_text(data):
+    from skbinvi._base import UnusedLatentWarning
+
+    model = ToyGaussianMean(random_state=0).fit(data)
+    with pytest.warns(UnusedLatentWarning, match=r"^ToyGaussianMean: only 1 of 4 "
+                      r"causes are in use \(prior > 0\.01\); the others ended "
+                      r"unused\. Lower n_components\.$"):
+        model._warn_unused(1, 4, "causes", "prior > 0.01", "Lower n_components.")
