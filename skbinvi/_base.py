@@ -131,6 +131,13 @@ class BaseVariational(BaseEstimator):
     def _after_fit(self, X, y):
         """Set public attributes after training (default: nothing)."""
 
+    def _run_finished(self):
+        """None: the ``tol`` rule ends the run (default). An estimator whose run
+        has a fixed length (an MCMC schedule of burn-in and kept sweeps) returns
+        False until the schedule is done and True then (``converged_`` = True);
+        ``max_iter`` still caps the run."""
+        return None
+
     def _divergence_hint(self):
         return "Check the input scale, or lower the step sizes."
 
@@ -305,7 +312,10 @@ class BaseVariational(BaseEstimator):
                 best = monitored
                 if X_val is not None:
                     best_state = self._get_state()
-            if no_change >= self.n_iter_no_change:
+            finished = self._run_finished()
+            if finished is None:
+                finished = no_change >= self.n_iter_no_change
+            if finished:
                 converged = True
                 break
         if best_state is not None:
