@@ -1,40 +1,66 @@
 """DiversityMixtureOfExperts: the Bayesian mixture of experts with a mutual angular prior."""
 
 import time
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
 from scipy import special
-from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, _fit_context
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
+from sklearn.base import (
+    ClassifierMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    _fit_context,
+)
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.extmath import row_norms
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._base import FIT_LOOP_CONSTRAINTS, BaseVariational
 from ._angular import mutual_angles
-from ._mcmc import predict_proba_samples, run_metropolis_hastings, run_monte_carlo_em
-from ._variational import _mean_directions, fit_gaussian_variational, fit_variational
+from ._ascent import ObjectiveConfig, prior_constants
+from ._mcmc import (
+    ADAPT_BLOCK,
+    adapt_proposals,
+    fit_mabn_hyperparameters,
+    log_joint,
+    predict_proba_samples,
+    run_metropolis_hastings,
+)
+from ._variational import (
+    VariationalState,
+    _init_params,
+    _mean_directions,
+    _use_statistics,
+    gaussian_init,
+    gaussian_iteration,
+    gaussian_objective_and_aux,
+    objective_and_aux,
+    params_from_vectors,
+    variational_iteration,
+)
 
-# burn-in is run in blocks of this many sweeps; after each block the proposal
-# scales are adapted towards the target acceptance rate (burn-in only)
-_ADAPT_BLOCK = 25
-_TARGET_ACCEPTANCE = 0.3
-# iterations of the BMEM-G variational fit that gives the chain its start
-_MCMC_INIT_ITER = 20
+# iterations of the BMEM-G variational fit that starts "vi" and "pr"
+# (init="bmemg") and the MCMC chain
+_BMEMG_INIT_ITER = 30
+# the gates are dead when the mean row entropy of the responsibilities is
+# above this fraction of log K
+_DEAD_GATE_ENTROPY = 0.99
+# an expert is in use when it is the most responsible expert, with
+# responsibility >= 2 / K, for at least this fraction of the training rows
+_USE_SHARE = 0.01
+# prior="gaussian" stores K (p x p) covariances per set: at most this many entries
+_GAUSSIAN_MAX_ENTRIES = 20_000_000
+# features beyond this magnitude are rejected (squares of projections overflow)
+_MAX_ABS_FEATURE = 1e100
+# at most this many kept MCMC samples enter the log joint reported by elbo()
+_MAX_ELBO_DRAWS = 20
 
 
 def _posterior_mean_vectors(params):
     """E[a_k] = (r_k / s_k) A_p(kappa_k) mu_k of a vMF x Gamma q, (K, p)."""
     return (params.r / params.s)[:, None] * _mean_directions(params)
-
-
-def _adapt_factor(rate):
-    """Multiplicative step-size change from acceptance rates (> 1: bigger moves)."""
-    rate = np.nan_to_num(np.asarray(rate, dtype=np.float64), nan=_TARGET_ACCEPTANCE)
-    return np.exp(2.0 * np.clip(rate - _TARGET_ACCEPTANCE, -0.5, 0.5))
 
 
 def _angle_summary(A):
@@ -54,7 +80,16 @@ def _gate_proba(X, gates):
     return out / len(gates)
 
 
-class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator):
+def _responsibilities(X, y, experts, gates):
+    """p(z = k | x, y) at the posterior mean vectors (K, p): (n, K), rows sum to 1."""
+    log_gate = special.log_softmax(np.asarray(X @ gates.T), axis=1)
+    sign = (2.0 * y - 1.0)[:, None]
+    return special.softmax(log_gate + special.log_expit(sign * np.asarray(X @ experts.T)),
+                           axis=1)
+
+
+class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin,
+                                TransformerMixin, BaseVariational):
     r"""Bayesian mixture of experts with a diversity-promoting (mutual angular) prior.
 
     K logistic-regression experts and a softmax gate ([1]_, BMEM):
@@ -72,7 +107,8 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
     of the earlier ones, so the experts (and gates) are pushed apart with
     strength :math:`\kappa` (``diversity_strength``). Binary classification;
     more classes are handled one-vs-rest inside the estimator (one mixture
-    per class, probabilities normalized over classes).
+    per class, probabilities normalized over classes). Read more in the
+    :ref:`User Guide <experts>`.
 
     Parameters
     ----------
@@ -97,6 +133,19 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         vector ~ N(0, sigma^2 I), sigma = ``prior_std``. With inference="vi"
         it is fitted by closed-form variational Bayes (Gaussian q), with
         "mcmc" by a Gaussian random walk. Not available with inference="pr".
+    init : {"bmemg", "random"}, default="bmemg"
+        Start of "vi" and "pr". "bmemg": a short BMEM-G variational fit
+        (30 iterations of the Gaussian-prior "vi", random start), whose
+        posterior means become the mean vectors of q (concentration 10 p,
+        Gamma shape 50): the experts and gates start apart, where the data
+        put them. "random": uniform random mean directions with
+        concentration ``init_concentration`` and Gamma(5, 5) magnitudes
+        (the start of earlier versions); from it the gates die (the
+        responsibilities stay at 1/K and the experts merge; user guide,
+        "Starting point"). "mcmc" always starts from the BMEM-G fit and the
+        Gaussian "vi" from random means. When the BMEM-G fit would need
+        more than 2e7 covariance entries (K p^2), "bmemg" falls back to
+        "random".
     diversity_strength : float, default=1.0
         kappa >= 0 of the MABN prior ("vi", "mcmc"); 0 means uniform,
         independent directions. Tune it by cross-validation ([1]_).
@@ -108,22 +157,41 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         alpha_1, alpha_2 > 0: Gamma(shape, rate) prior of every magnitude g
         (prior mean alpha_1 / alpha_2 = 4).
     prior_std : float, default=1.0
-        sigma > 0 of the Gaussian prior (prior="gaussian").
+        sigma > 0 of the Gaussian prior (prior="gaussian", and of the BMEM-G
+        start).
     fit_intercept : bool, default=True
         Append a constant feature to X, so that every expert and gate has an
         intercept (it is part of the vector the prior acts on). The root of
         the MABN points along this constant feature.
     max_iter : int, default=100
-        Outer iterations of "vi" / "pr" / Gaussian "vi" (each re-optimizes
-        the bounds' auxiliary parameters, then ascends q).
-    tol : float, default=1e-6
-        Stop when the objective's relative increase over one outer iteration
-        is below tol.
+        Iterations per run: outer iterations of "vi" / "pr" / Gaussian "vi"
+        (each re-optimizes the bounds' auxiliary parameters, then ascends q),
+        blocks of sweeps for "mcmc" (25 sweeps per block during burn-in and
+        sampling, 50 per Monte Carlo EM iteration), which must cover
+        ``burn_in``, ``n_em_iter`` and ``n_mcmc_samples * thin``.
+    tol : float, default=1e-4
+        "vi", "pr": a run has converged when the ELBO (nats per sample) has
+        not improved on its best value by more than ``tol`` for
+        ``n_iter_no_change`` iterations. Not used by "mcmc", whose run ends
+        when its schedule of sweeps is done.
+    n_iter_no_change : int, default=3
+        Patience of the ``tol`` rule.
+    n_init : int, default=1
+        Independent runs (each with its own random start); the run with the
+        highest final ``elbo_`` is kept.
+    warm_start : bool, default=False
+        Continue from the fitted state ("vi", "pr": q and the auxiliaries;
+        "mcmc": the chain, which draws ``n_mcmc_samples`` new samples).
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the rows, monitor their ELBO and
+        keep the best iteration's state.
+    validation_fraction : float, default=0.1
+        Fraction of rows held out by ``early_stopping``.
     inner_max_iter : int, default=10
         Rounds of blockwise gradient steps on q per outer iteration ("vi", "pr").
     init_concentration : float, default=10.0
-        Initial variational vMF concentration ("vi", "pr").
-    n_samples : int, default=200
+        Variational vMF concentration of the random start (init="random").
+    n_mcmc_samples : int, default=200
         Kept MCMC samples ("mcmc").
     burn_in : int, default=300
         MCMC sweeps discarded first; during burn-in the proposal scales of
@@ -141,14 +209,14 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         "mcmc" with the MABN prior: after the burn-in, learn the root
         direction mu_0 and the Gamma prior (``magnitude_shape``,
         ``magnitude_rate`` are then the starting values) by this many Monte
-        Carlo EM iterations of 50 sweeps each ([1]_ supplement section 3;
-        :func:`~skbinvi.experts._mcmc.run_monte_carlo_em`), then sample with
-        the learned values after 25 more burn-in sweeps. 0: fixed
-        hyper-parameters. Ignored by the other settings.
+        Carlo EM iterations of 50 sweeps each ([1]_ supplement section 3),
+        then sample with the learned values after 25 more burn-in sweeps.
+        0: fixed hyper-parameters. Ignored by the other settings.
     random_state : int, RandomState instance or None, default=None
-        Seed of the initial q ("vi", "pr") and of the chain ("mcmc").
+        Seed of the starts ("vi", "pr", BMEM-G) and of the chain ("mcmc").
     verbose : int, default=0
-        Print the objective per iteration (>= 1) and per-problem timings.
+        >= 1: one line per iteration (ELBO in nats per sample, elapsed
+        seconds), in the format every estimator of the package uses.
 
     Attributes
     ----------
@@ -156,39 +224,64 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         Class labels.
     n_features_in_ : int
         Number of features seen during fit.
-    expert_coef_ : ndarray of shape (K, n_features) or (n_classes, K, n_features)
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features, when X has string column names.
+    expert_coef_ : ndarray of shape (n_problems, K, n_features)
         Posterior means of the expert weights beta_k (without the intercept);
-        one block per class when there are more than two classes.
-    expert_intercept_ : ndarray of shape (K,) or (n_classes, K)
+        ``n_problems`` is 1 for two classes (the mixture of
+        ``classes_[1]`` against ``classes_[0]``) and ``n_classes`` otherwise
+        (one-vs-rest), whatever the number of classes the shapes have this
+        form (as ``LogisticRegression.coef_``).
+    expert_intercept_ : ndarray of shape (n_problems, K)
         Their intercepts (zero without ``fit_intercept``).
-    gate_coef_ : ndarray, same shape as ``expert_coef_``
+    gate_coef_ : ndarray of shape (n_problems, K, n_features)
         Posterior means of the gate vectors eta_k.
-    gate_intercept_ : ndarray, same shape as ``expert_intercept_``
-    expert_angle_mean_, expert_angle_var_ : float or ndarray of shape (n_classes,)
+    gate_intercept_ : ndarray of shape (n_problems, K)
+    expert_angle_mean_, expert_angle_var_ : ndarray of shape (n_problems,)
         Mean and variance of the pairwise non-obtuse angles (radians, in
         [0, pi/2]) between the posterior mean expert vectors (intercept
         included); NaN for K = 1.
-    gate_angle_mean_, gate_angle_var_ : float or ndarray of shape (n_classes,)
+    gate_angle_mean_, gate_angle_var_ : ndarray of shape (n_problems,)
         The same for the gate vectors.
-    elbo_history_ : ndarray of shape (``n_iter_`` + 1,) or list of them
-        "vi": the ELBO lower bound (nats, total over training samples) at the
-        start and after every iteration, non-decreasing. "pr": the
+    expert_usage_ : ndarray of shape (n_problems, K)
+        Fraction of the training rows for which expert k is the most
+        responsible one with responsibility p(z = k | x, y) >= 2 / K (the
+        responsibilities at the posterior mean vectors).
+    n_active_experts_ : ndarray of int of shape (n_problems,)
+        Number of experts whose usage is at least 1% of the rows (at least 1).
+    responsibility_entropy_ : ndarray of shape (n_problems,)
+        Mean row entropy of the responsibilities divided by log K, in [0, 1]:
+        1 means every row is shared equally, the gates are dead and the
+        experts act as one (an :class:`~skbinvi._base.UnusedLatentWarning`
+        is issued above 0.99). NaN for K = 1.
+    elbo_ : float
+        "vi": the ELBO lower bound of the training rows at the end, nats per
+        sample, summed over the one-vs-rest problems; "pr": the
         posterior-regularized objective (the ELBO with independent priors
-        plus the weighted Omega terms). Absent for "mcmc".
-    log_posterior_trace_ : ndarray of shape (n_sweeps,) or list of them
-        "mcmc": the log joint density (nats) after every sweep.
-    acceptance_rates_ : dict or list of dict
-        "mcmc": acceptance rate per move type over the kept sweeps.
-    expert_samples_, gate_samples_ : ndarray of shape (n_samples, K, n_features + fit_intercept)
-        "mcmc": the kept samples (intercept last); a leading class axis for
-        more than two classes.
-    prior_hyperparameters_ : dict or list of dict
+        plus the weighted Omega terms); Gaussian "vi": the BMEM-G ELBO;
+        "mcmc": the log joint density log p(y, beta, eta | X) per sample,
+        averaged over (up to 20 of) the kept samples: the chain has no ELBO.
+    elbo_history_ : ndarray of shape (n_iter_,)
+        The same quantity after every iteration ("mcmc": averaged over the
+        sweeps of every block, burn-in included), nats per sample; it never
+        decreases for "vi", "pr" and the Gaussian "vi".
+    n_iter_ : int
+        Iterations (blocks of sweeps for "mcmc") of the kept run.
+    converged_ : bool
+        "vi", "pr": the ``tol`` rule was met; "mcmc": the schedule of sweeps
+        was completed within ``max_iter`` blocks.
+    validation_scores_ : ndarray of shape (n_iter_,) or None
+        Held-out ELBO per iteration with ``early_stopping``.
+    log_posterior_trace_ : ndarray of shape (n_problems, n_sweeps)
+        "mcmc": the log joint density (nats, total) after every sweep.
+    acceptance_rates_ : list of dict
+        "mcmc": acceptance rate per move type over the kept sweeps, per problem.
+    expert_samples_, gate_samples_ : ndarray of shape (n_problems, n_mcmc_samples, K, n_features + fit_intercept)
+        "mcmc": the kept samples (intercept last).
+    prior_hyperparameters_ : list of dict
         "mcmc" with ``n_em_iter > 0``: the learned ``mu0`` (unit vector of
         length n_features + fit_intercept), ``magnitude_shape`` and
-        ``magnitude_rate``.
-    n_iter_ : int
-        Iterations ("vi", "pr") or sweeps ("mcmc") run (the maximum over
-        classes).
+        ``magnitude_rate``, per problem.
     fit_time_ : float
         Wall-clock training time in seconds.
 
@@ -200,9 +293,10 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
     -----
     Costs per outer iteration of "vi" / "pr" on sparse X: O(sum_n nnz_n^2 K)
     to form the bounds' sufficient statistics, then O(K p^2) per inner
-    evaluation; memory O(K p^2 + n K). "mcmc": O(nnz(X) + n K) per
-    proposal, 4 K proposals per sweep. Features should be on a common scale
-    (binary, or standardized): the prior is isotropic.
+    evaluation; memory O(K p^2 + n K) (without the statistics when K p^2 >
+    2e7: O(nnz(X) K) per evaluation, memory O(n K + K p)). "mcmc":
+    O(nnz(X) + n K) per proposal, 4 K proposals per sweep. Features should
+    be on a common scale (binary, or standardized): the prior is isotropic.
 
     Errors in the printed equations of [1]_ and how the code handles them
     are listed in the user guide; the Type II log-normalizer bound of the
@@ -219,7 +313,7 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
     >>> from skbinvi import DiversityMixtureOfExperts
     >>> from sklearn.datasets import make_classification
     >>> X, y = make_classification(200, 5, random_state=0)
-    >>> model = DiversityMixtureOfExperts(3, max_iter=20, random_state=0).fit(X, y)
+    >>> model = DiversityMixtureOfExperts(3, random_state=0).fit(X, y)
     >>> model.predict_proba(X[:2]).shape
     (2, 2)
     >>> model.transform(X[:2]).shape
@@ -227,9 +321,11 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
     """
 
     _parameter_constraints: dict = {
+        **FIT_LOOP_CONSTRAINTS,
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "inference": [StrOptions({"vi", "mcmc", "pr"})],
         "prior": [StrOptions({"mabn", "gaussian"})],
+        "init": [StrOptions({"bmemg", "random"})],
         "diversity_strength": [Interval(Real, 0, None, closed="left")],
         "expert_regularization": [Interval(Real, 0, None, closed="left")],
         "gate_regularization": [Interval(Real, 0, None, closed="left")],
@@ -238,18 +334,14 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         "magnitude_rate": [Interval(Real, 0, None, closed="neither")],
         "prior_std": [Interval(Real, 0, None, closed="neither")],
         "fit_intercept": ["boolean"],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
         "inner_max_iter": [Interval(Integral, 1, None, closed="left")],
         "init_concentration": [Interval(Real, 0, None, closed="neither")],
-        "n_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_mcmc_samples": [Interval(Integral, 1, None, closed="left")],
         "burn_in": [Interval(Integral, 0, None, closed="left")],
         "thin": [Interval(Integral, 1, None, closed="left")],
         "proposal_concentration": [Interval(Real, 0, None, closed="left")],
         "proposal_scale": [Interval(Real, 0, None, closed="neither")],
         "n_em_iter": [Interval(Integral, 0, None, closed="left")],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -258,6 +350,7 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         *,
         inference="vi",
         prior="mabn",
+        init="bmemg",
         diversity_strength=1.0,
         expert_regularization=1.0,
         gate_regularization=1.0,
@@ -267,10 +360,15 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         prior_std=1.0,
         fit_intercept=True,
         max_iter=100,
-        tol=1e-6,
+        tol=1e-4,
+        n_iter_no_change=3,
+        n_init=1,
+        warm_start=False,
+        early_stopping=False,
+        validation_fraction=0.1,
         inner_max_iter=10,
         init_concentration=10.0,
-        n_samples=200,
+        n_mcmc_samples=200,
         burn_in=300,
         thin=1,
         proposal_concentration=200.0,
@@ -282,6 +380,7 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         self.n_components = n_components
         self.inference = inference
         self.prior = prior
+        self.init = init
         self.diversity_strength = diversity_strength
         self.expert_regularization = expert_regularization
         self.gate_regularization = gate_regularization
@@ -292,9 +391,14 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         self.fit_intercept = fit_intercept
         self.max_iter = max_iter
         self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.n_init = n_init
+        self.warm_start = warm_start
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
         self.inner_max_iter = inner_max_iter
         self.init_concentration = init_concentration
-        self.n_samples = n_samples
+        self.n_mcmc_samples = n_mcmc_samples
         self.burn_in = burn_in
         self.thin = thin
         self.proposal_concentration = proposal_concentration
@@ -318,6 +422,22 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         mu0[-1 if self.fit_intercept else 0] = 1.0
         return mu0
 
+    def _check_scale(self, X):
+        data = X.data if sp.issparse(X) else X
+        top = float(np.max(np.abs(data), initial=0.0))
+        if top > _MAX_ABS_FEATURE:
+            raise ValueError(
+                f"{type(self).__name__}: X has entries of magnitude {top:.3g}; the "
+                "prior is isotropic and needs features on a common scale (binary, or "
+                "standardized, e.g. with sklearn.preprocessing.StandardScaler). "
+                f"Entries above {_MAX_ABS_FEATURE:.0e} are rejected.")
+
+    def _targets(self, y):
+        """The 0/1 targets of the one-vs-rest problems (one for two classes)."""
+        if self.classes_.size == 2:
+            return [(y == 1).astype(np.float64)]
+        return [(y == c).astype(np.float64) for c in range(self.classes_.size)]
+
     # -------------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -338,15 +458,21 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         Raises
         ------
         ValueError
-            If X is empty, holds NaN or infinity, has a shape that does not
-            match y, if y is continuous or has one class only, if
-            inference="pr" is combined with prior="gaussian", or if a
-            parameter is out of range.
+            If X is empty, holds NaN or infinity or entries beyond 1e100 in
+            magnitude, has a shape that does not match y, if y is continuous
+            or has one class only, if inference="pr" is combined with
+            prior="gaussian", if prior="gaussian" would need more than 2e7
+            covariance entries (K p^2), if ``warm_start`` meets data of
+            another shape or classes, or if a parameter is out of range.
 
         Warns
         -----
         ConvergenceWarning
-            If a variational fit stops at ``max_iter`` before meeting ``tol``.
+            If a run stops at ``max_iter`` before meeting ``tol`` (or, for
+            "mcmc", before finishing its sweeps).
+        UnusedLatentWarning
+            If the gates die: the mean row entropy of the responsibilities is
+            above 0.99 log K (``responsibility_entropy_``).
         """
         if self.inference == "pr" and self.prior == "gaussian":
             raise ValueError(
@@ -354,166 +480,292 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
                 "model; prior='gaussian' (the BMEM-G baseline) has no diversity term. "
                 "Use inference='vi' or 'mcmc' with prior='gaussian'."
             )
+        warm = self.warm_start and self._is_initialized()
+        old_classes = getattr(self, "classes_", None)
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
-                             ensure_min_samples=2)
+                             ensure_min_samples=2, reset=not warm)
+        self._check_scale(X)
         check_classification_targets(y)
-        self.classes_ = np.unique(y)
-        if self.classes_.size < 2:
+        classes, y_enc = np.unique(y, return_inverse=True)
+        if classes.size < 2:
             raise ValueError(
                 f"{type(self).__name__} needs at least two classes in y; got only "
-                f"{self.classes_[0]!r}."
+                f"{classes[0]!r}."
             )
+        if warm and not np.array_equal(classes, old_classes):
+            raise ValueError(
+                f"warm_start=True: y has classes {classes.tolist()} but the model "
+                f"was fitted on {np.asarray(old_classes).tolist()}.")
+        self.classes_ = classes
         Xd = self._design(X)
-        rng = check_random_state(self.random_state)
-        targets = ([self.classes_[1]] if self.classes_.size == 2 else list(self.classes_))
+        p, K = Xd.shape[1], self.n_components
+        if self.prior == "gaussian" and K * p * p > _GAUSSIAN_MAX_ENTRIES:
+            raise ValueError(
+                f"prior='gaussian' stores {K} covariance matrices of {p} x {p} "
+                f"({K * p * p * 8 / 2**30:.1f} GiB); use at most "
+                f"{int(np.sqrt(_GAUSSIAN_MAX_ENTRIES / K))} features, or the MABN "
+                "prior (inference='vi', 'pr' or 'mcmc'), which needs no p x p matrix.")
         start = time.perf_counter()
-        fits = []
-        for c in targets:
-            yc = (y == c).astype(np.float64)
-            seed = rng.randint(np.iinfo(np.int32).max)
-            tick = time.perf_counter()
-            fits.append(self._fit_binary(Xd, yc, seed))
-            if self.verbose:
-                print(f"[{type(self).__name__}] class {c!r}: "
-                      f"{time.perf_counter() - tick:.2f} s")
+        self._fit_loop(Xd, y_enc)
         self.fit_time_ = time.perf_counter() - start
-        self._store(fits)
         return self
 
-    def _fit_binary(self, X, y, seed):
-        """One binary mixture; returns a dict of arrays (vectors with intercept last)."""
-        K = self.n_components
+    # ------------------------------------------------------- fit-loop hooks
+    def _objective_config(self, p):
+        """(ObjectiveConfig, (lambda_1, lambda_2), PriorConstants) of "vi" / "pr"."""
+        if self.inference == "vi":
+            cfg = ObjectiveConfig("vi", float(self.diversity_strength), self._mu0(p),
+                                  float(self.magnitude_shape), float(self.magnitude_rate),
+                                  0.0)
+            lams = (0.0, 0.0)
+        else:
+            cfg = ObjectiveConfig("pr", 0.0, self._mu0(p), float(self.magnitude_shape),
+                                  float(self.magnitude_rate),
+                                  float(self.angle_variance_weight))
+            lams = (float(self.expert_regularization), float(self.gate_regularization))
+        return cfg, lams, prior_constants(cfg, self.n_components, p)
+
+    def _kind(self):
         if self.inference == "mcmc":
-            return self._fit_mcmc(X, y, seed)
-        if self.prior == "gaussian":
-            res = fit_gaussian_variational(X, y, K, sigma=self.prior_std,
-                                           max_iter=self.max_iter, tol=self.tol,
-                                           random_state=seed, verbose=self.verbose)
-            experts, gates = res.beta_mean, res.eta_mean
-        else:
-            res = fit_variational(
-                X, y, K, method=self.inference,
-                kappa_prior=(self.diversity_strength if self.inference == "vi" else 0.0),
-                mu0=self._mu0(X.shape[1]), alpha1=self.magnitude_shape,
-                alpha2=self.magnitude_rate,
-                pr_weights=(self.expert_regularization, self.gate_regularization),
-                pr_gamma=self.angle_variance_weight, max_iter=self.max_iter,
-                tol=self.tol, inner_max_iter=self.inner_max_iter,
-                kappa_init=self.init_concentration, random_state=seed,
-                verbose=self.verbose)
-            experts = _posterior_mean_vectors(res.beta)
-            gates = _posterior_mean_vectors(res.eta)
-        if not res.converged:
-            warnings.warn(
-                f"{type(self).__name__}: maximum number of iterations "
-                f"({self.max_iter}) reached before the objective's relative "
-                f"increase fell below tol={self.tol}. Consider increasing max_iter.",
-                ConvergenceWarning, stacklevel=3)
-        return dict(experts=experts[None], gates=gates[None],
-                    history=res.objective_history, n_iter=res.n_iter)
+            return "mcmc"
+        return "gaussian" if self.prior == "gaussian" else "vmf"
 
-    def _fit_mcmc(self, X, y, seed):
+    def _bmemg_start(self, X, y, rng, n_iter=_BMEMG_INIT_ITER):
+        """Posterior means (2, K, p) of a short BMEM-G fit, or None if it would not fit."""
         K, p = self.n_components, X.shape[1]
-        rng = check_random_state(seed)
-        # start the chain near the posterior mode: a short BMEM-G variational fit
-        start = fit_gaussian_variational(X, y, K, sigma=self.prior_std,
-                                         max_iter=_MCMC_INIT_ITER, tol=self.tol,
-                                         random_state=rng.randint(2**31 - 1))
-        init = {"beta": start.beta_mean, "eta": start.eta_mean}
-        for v in init.values():  # MABN directions need non-zero vectors
+        if K * p * p > _GAUSSIAN_MAX_ENTRIES:
+            return None
+        state = gaussian_init(K, p, self.prior_std, rng)
+        sq = row_norms(X, squared=True)
+        for _ in range(n_iter):
+            gaussian_iteration(X, y, sq, state, self.prior_std)
+        return state.means
+
+    def _initialize(self, X, y, rng):
+        K, p = self.n_components, X.shape[1]
+        kind = self._kind()
+        self._states = []
+        for yc in self._targets(y):
+            if kind == "gaussian":
+                self._states.append(gaussian_init(K, p, self.prior_std, rng))
+            elif kind == "vmf":
+                means = self._bmemg_start(X, yc, rng) if self.init == "bmemg" else None
+                if means is None:
+                    beta = _init_params(K, p, rng, self.init_concentration, 1.0)
+                    eta = _init_params(K, p, rng, self.init_concentration, 1.0)
+                else:
+                    beta, eta = (params_from_vectors(m) for m in means)
+                self._states.append(VariationalState(beta, eta))
+            else:
+                self._states.append(self._mcmc_start(X, yc, rng))
+
+    def _mcmc_start(self, X, y, rng):
+        K = self.n_components
+        means = self._bmemg_start(X, y, rng, min(_BMEMG_INIT_ITER, 20))
+        if means is None:  # a draw from the prior instead
+            res = run_metropolis_hastings(X, y, K, n_samples=1, burn_in=0,
+                                          random_state=rng, **self._mcmc_prior(X.shape[1]))
+            means = [res.beta_samples[0], res.eta_samples[0]]
+        beta, eta = (np.array(m) for m in means)
+        for v in (beta, eta):  # MABN directions need non-zero vectors
             v[np.linalg.norm(v, axis=1) == 0, -1] = 1e-3
-        common = dict(prior=self.prior, kappa=self.diversity_strength, mu0=self._mu0(p),
-                      alpha1=self.magnitude_shape, alpha2=self.magnitude_rate,
-                      sigma=self.prior_std)
-        # one proposal scale per vector (row 0 experts, row 1 gates): unused
-        # experts, whose direction the data do not constrain, must not drag
-        # the scales of the others
-        kappa_hat = np.full((2, K), float(self.proposal_concentration))
-        scale = np.full((2, K), float(self.proposal_scale))
-        traces = []
-        done = 0
-        while done < self.burn_in:  # adaptive burn-in (discarded)
-            block = min(_ADAPT_BLOCK, self.burn_in - done)
-            res = run_metropolis_hastings(
-                X, y, K, n_samples=1, burn_in=block - 1, thin=1,
-                direction_concentration=kappa_hat, magnitude_scale=scale,
-                gaussian_scale=scale, random_state=rng, init=init, **common)
-            init = {"beta": res.beta_samples[-1], "eta": res.eta_samples[-1]}
-            traces.append(res.log_posterior)
-            rates = res.vector_acceptance_rates  # (2, K, moves)
-            # larger kappa_hat / smaller scale = smaller moves = higher acceptance
-            if self.prior == "mabn":
-                kappa_hat = np.clip(kappa_hat * _adapt_factor(rates[..., 0]) ** -2,
-                                    1.0, 1e8)
-            scale = np.clip(scale * _adapt_factor(rates[..., -1]), 1e-6, 1e3)
-            done += block
-        learned = None
-        if self.n_em_iter > 0 and self.prior == "mabn":
-            res = run_monte_carlo_em(
-                X, y, K, kappa=self.diversity_strength, mu0=common["mu0"],
-                alpha1=self.magnitude_shape, alpha2=self.magnitude_rate,
-                n_em_iter=self.n_em_iter, sweeps_per_em_iter=2 * _ADAPT_BLOCK,
-                burn_in=_ADAPT_BLOCK, n_samples=self.n_samples, thin=self.thin,
-                direction_concentration=kappa_hat, magnitude_scale=scale,
-                random_state=rng, init=init)
-            learned = dict(mu0=res.mu0, magnitude_shape=res.alpha1,
-                           magnitude_rate=res.alpha2)
-            extra = _ADAPT_BLOCK * (2 + 2 * self.n_em_iter)
+        return dict(beta=beta, eta=eta,
+                    kappa_hat=np.full((2, K), float(self.proposal_concentration)),
+                    scale=np.full((2, K), float(self.proposal_scale)),
+                    burned=0, em_done=0, post_em=False, kept_beta=[], kept_eta=[],
+                    kept_sweeps=0, accepted={}, trace=[], hyper=None)
+
+    def _mcmc_prior(self, p, hyper=None):
+        mu0, a1, a2 = ((self._mu0(p), self.magnitude_shape, self.magnitude_rate)
+                       if hyper is None else hyper)
+        return dict(prior=self.prior, kappa=self.diversity_strength, mu0=mu0,
+                    alpha1=a1, alpha2=a2, sigma=self.prior_std)
+
+    def _mcmc_block(self, X, y, rng, st):
+        """One block of sweeps of the schedule; returns the mean log joint (nats)."""
+        p = X.shape[1]
+        em = self.prior == "mabn" and self.n_em_iter > 0
+        if st["kept_sweeps"] >= self.n_mcmc_samples:  # warm start: a new set of samples
+            st.update(kept_beta=[], kept_eta=[], kept_sweeps=0, accepted={})
+        common = dict(direction_concentration=st["kappa_hat"], magnitude_scale=st["scale"],
+                      gaussian_scale=st["scale"], random_state=rng,
+                      init={"beta": st["beta"], "eta": st["eta"]},
+                      **self._mcmc_prior(p, st["hyper"]))
+        if st["burned"] < self.burn_in:  # adaptive burn-in (discarded)
+            block = min(ADAPT_BLOCK, self.burn_in - st["burned"])
+            res = run_metropolis_hastings(X, y, self.n_components, n_samples=block,
+                                          burn_in=0, thin=1, **common)
+            st["kappa_hat"], st["scale"] = adapt_proposals(
+                st["kappa_hat"], st["scale"], res.vector_acceptance_rates, self.prior)
+            st["burned"] += block
+        elif em and st["em_done"] < self.n_em_iter:  # Monte Carlo EM iteration
+            res = run_metropolis_hastings(X, y, self.n_components,
+                                          n_samples=2 * ADAPT_BLOCK, burn_in=0, thin=1,
+                                          **common)
+            mu0, a1, a2 = fit_mabn_hyperparameters(res.beta_samples, res.eta_samples)
+            st["hyper"] = (mu0, a1, a2)
+            st["em_done"] += 1
+        elif em and not st["post_em"]:  # burn-in with the learned prior
+            res = run_metropolis_hastings(X, y, self.n_components, n_samples=ADAPT_BLOCK,
+                                          burn_in=0, thin=1, **common)
+            st["post_em"] = True
+        else:  # kept samples
+            m = min(ADAPT_BLOCK, self.n_mcmc_samples - st["kept_sweeps"])
+            res = run_metropolis_hastings(X, y, self.n_components, n_samples=m,
+                                          burn_in=0, thin=self.thin, **common)
+            st["kept_beta"].append(res.beta_samples)
+            st["kept_eta"].append(res.eta_samples)
+            st["kept_sweeps"] += m
+            for key, rate in res.acceptance_rates.items():
+                a, w = st["accepted"].get(key, (0.0, 0))
+                st["accepted"][key] = (a + rate * m, w + m)
+        st["beta"], st["eta"] = res.beta_samples[-1], res.eta_samples[-1]
+        st["trace"].append(res.log_posterior)
+        return float(np.mean(res.log_posterior))
+
+    def _iterate(self, X, y, rng):
+        kind, n = self._kind(), X.shape[0]
+        total = 0.0
+        if kind == "vmf":
+            sq = row_norms(X, squared=True)
+            cfg, lams, consts = self._objective_config(X.shape[1])
+            use_stats = _use_statistics(X, self.n_components, "auto")
+            inner_tol = 0.1 * self.tol * n
+        for yc, st in zip(self._targets(y), self._states, strict=True):
+            if kind == "vmf":
+                total += variational_iteration(X, yc, sq, st, cfg, consts, lams,
+                                               self.inner_max_iter, use_stats, inner_tol)
+            elif kind == "gaussian":
+                total += gaussian_iteration(X, yc, row_norms(X, squared=True), st,
+                                            self.prior_std)
+            else:
+                total += self._mcmc_block(X, yc, rng, st)
+        return total / n
+
+    def _run_finished(self):
+        if self._kind() != "mcmc":
+            return None
+        return all(st["kept_sweeps"] >= self.n_mcmc_samples for st in self._states)
+
+    def _elbo_per_sample(self, X, y):
+        kind, n = self._kind(), X.shape[0]
+        total = 0.0
+        if kind == "vmf":
+            sq = row_norms(X, squared=True)
+            cfg, lams, consts = self._objective_config(X.shape[1])
+        for yc, st in zip(self._targets(y), self._states, strict=True):
+            if kind == "vmf":
+                total += objective_and_aux(X, yc, sq, st.beta, st.eta, cfg, consts,
+                                           lams)[0]
+            elif kind == "gaussian":
+                tmp = type(st)(st.means, st.covs)
+                total += gaussian_objective_and_aux(X, yc, tmp, self.prior_std)
+            else:
+                draws = self._mcmc_draws(st)
+                prior = self._mcmc_prior(X.shape[1], st["hyper"])
+                total += float(np.mean([log_joint(X, yc, b, e, **prior)
+                                        for b, e in zip(*draws, strict=True)]))
+        return total / n
+
+    def _mcmc_draws(self, st, limit=_MAX_ELBO_DRAWS):
+        """Kept samples (S, K, p) x 2, evenly thinned to ``limit``; the state if none."""
+        if not st["kept_beta"]:
+            return st["beta"][None], st["eta"][None]
+        B = np.concatenate(st["kept_beta"])
+        E = np.concatenate(st["kept_eta"])
+        if limit is not None and B.shape[0] > limit:
+            idx = np.linspace(0, B.shape[0] - 1, limit).round().astype(int)
+            B, E = B[idx], E[idx]
+        return B, E
+
+    def _check_elbo_input(self, X, y):
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        self._check_scale(X)
+        y = np.asarray(y)
+        if y.shape != (X.shape[0],):
+            raise ValueError(f"y must have shape ({X.shape[0]},); got {y.shape}.")
+        known = np.isin(y, self.classes_)
+        if not np.all(known):
+            raise ValueError(f"y has labels {np.unique(y[~known]).tolist()} that were "
+                             f"not seen in fit (classes_ = {self.classes_.tolist()}).")
+        return self._design(X), np.searchsorted(self.classes_, y)
+
+    def _divergence_hint(self):
+        return ("Standardize the features (the prior is isotropic), or lower "
+                "prior_std / magnitude_rate.")
+
+    def _after_fit(self, X, y):
+        kind = self._kind()
+        if kind == "vmf":
+            self._experts = [_posterior_mean_vectors(st.beta)[None] for st in self._states]
+            self._gates = [_posterior_mean_vectors(st.eta)[None] for st in self._states]
+        elif kind == "gaussian":
+            self._experts = [st.means[0][None] for st in self._states]
+            self._gates = [st.means[1][None] for st in self._states]
         else:
-            res = run_metropolis_hastings(
-                X, y, K, n_samples=self.n_samples, burn_in=0, thin=self.thin,
-                direction_concentration=kappa_hat, magnitude_scale=scale,
-                gaussian_scale=scale, random_state=rng, init=init, **common)
-            extra = 0
-        traces.append(res.log_posterior)
-        return dict(experts=res.beta_samples, gates=res.eta_samples,
-                    trace=np.concatenate(traces), rates=res.acceptance_rates,
-                    n_iter=self.burn_in + extra + self.n_samples * self.thin,
-                    proposal=(kappa_hat, scale), learned=learned,
-                    vector_rates=res.vector_acceptance_rates)
-
-    def _store(self, fits):
-        """Public attributes from the per-problem fits."""
-        binary = len(fits) == 1
-        self._experts = [f["experts"] for f in fits]  # (S, K, p + intercept) each
-        self._gates = [f["gates"] for f in fits]
-
-        def pick(values):
-            return values[0] if binary else values
-
+            draws = [self._mcmc_draws(st, None) for st in self._states]
+            self._experts = [d[0] for d in draws]
+            self._gates = [d[1] for d in draws]
         mean_e = [e.mean(axis=0) for e in self._experts]
         mean_g = [g.mean(axis=0) for g in self._gates]
         d = self.n_features_in_
-        self.expert_coef_ = pick(np.stack([m[:, :d] for m in mean_e]))
-        self.gate_coef_ = pick(np.stack([m[:, :d] for m in mean_g]))
+        self.expert_coef_ = np.stack([m[:, :d] for m in mean_e])
+        self.gate_coef_ = np.stack([m[:, :d] for m in mean_g])
         # the intercept is the appended last column; zero without fit_intercept
-        self.expert_intercept_ = pick(np.stack(
-            [m[:, -1] * self.fit_intercept for m in mean_e]))
-        self.gate_intercept_ = pick(np.stack(
-            [m[:, -1] * self.fit_intercept for m in mean_g]))
+        self.expert_intercept_ = np.stack([m[:, -1] * self.fit_intercept for m in mean_e])
+        self.gate_intercept_ = np.stack([m[:, -1] * self.fit_intercept for m in mean_g])
         ea = np.array([_angle_summary(m) for m in mean_e])
         ga = np.array([_angle_summary(m) for m in mean_g])
-        self.expert_angle_mean_, self.expert_angle_var_ = pick(ea[:, 0]), pick(ea[:, 1])
-        self.gate_angle_mean_, self.gate_angle_var_ = pick(ga[:, 0]), pick(ga[:, 1])
-        self.n_iter_ = int(max(f["n_iter"] for f in fits))
-        for name in ("elbo_history_", "log_posterior_trace_", "acceptance_rates_",
-                     "expert_samples_", "gate_samples_", "prior_hyperparameters_"):
+        self.expert_angle_mean_, self.expert_angle_var_ = ea[:, 0], ea[:, 1]
+        self.gate_angle_mean_, self.gate_angle_var_ = ga[:, 0], ga[:, 1]
+        self._expert_use(X, y, mean_e, mean_g)
+        for name in ("log_posterior_trace_", "acceptance_rates_", "expert_samples_",
+                     "gate_samples_", "prior_hyperparameters_"):
             if hasattr(self, name):
                 delattr(self, name)
-        if self.inference == "mcmc":
-            self.log_posterior_trace_ = pick([f["trace"] for f in fits])
-            self.acceptance_rates_ = pick([f["rates"] for f in fits])
-            self.expert_samples_ = pick(np.stack(self._experts))
-            self.gate_samples_ = pick(np.stack(self._gates))
-            if fits[0]["learned"] is not None:
-                self.prior_hyperparameters_ = pick([f["learned"] for f in fits])
-        else:
-            self.elbo_history_ = pick([f["history"] for f in fits])
+        if kind == "mcmc":
+            self.log_posterior_trace_ = np.stack([np.concatenate(st["trace"])
+                                                  for st in self._states])
+            self.acceptance_rates_ = [{k: a / w for k, (a, w) in st["accepted"].items()}
+                                      for st in self._states]
+            self.expert_samples_ = np.stack(self._experts)
+            self.gate_samples_ = np.stack(self._gates)
+            if self.prior == "mabn" and self.n_em_iter > 0:
+                self.prior_hyperparameters_ = [
+                    dict(mu0=st["hyper"][0], magnitude_shape=st["hyper"][1],
+                         magnitude_rate=st["hyper"][2]) if st["hyper"] is not None
+                    else None for st in self._states]
+
+    def _expert_use(self, X, y, mean_e, mean_g):
+        """expert_usage_, n_active_experts_, responsibility_entropy_; warn if gates died."""
+        K = self.n_components
+        usage, entropy = [], []
+        for yc, e, g in zip(self._targets(y), mean_e, mean_g, strict=True):
+            R = _responsibilities(X, yc, e, g)
+            top = np.argmax(R, axis=1)
+            clear = R[np.arange(R.shape[0]), top] >= 2.0 / K
+            usage.append(np.bincount(top[clear], minlength=K) / R.shape[0])
+            entropy.append(float(np.mean(special.entr(R).sum(axis=1)) / np.log(K))
+                           if K > 1 else np.nan)
+        self.expert_usage_ = np.array(usage)
+        self.n_active_experts_ = np.maximum(
+            1, np.sum(self.expert_usage_ >= _USE_SHARE, axis=1)).astype(int)
+        self.responsibility_entropy_ = np.array(entropy)
+        dead = self.responsibility_entropy_ > _DEAD_GATE_ENTROPY
+        if np.any(dead):
+            self._warn_unused(
+                1, K, "experts",
+                f"the gates died: the responsibilities are uniform, mean row entropy "
+                f"{np.nanmax(self.responsibility_entropy_):.3f} log K > "
+                f"{_DEAD_GATE_ENTROPY} log K, and every expert solves the same problem",
+                "Use init='bmemg' (the default), several n_init, or a smaller "
+                "n_components.")
 
     # ---------------------------------------------------------------- predict
     def _check_X(self, X):
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        self._check_scale(X)
         return self._design(X)
 
     def predict_proba(self, X):
@@ -529,7 +781,7 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
         proba : ndarray of shape (n_samples, n_classes)
             Binary: p(y = 1 | x) = sum_k softmax_k(eta^T x) sigmoid(beta_k^T x)
             at the posterior means ("vi", "pr") or averaged over the kept
-            samples ("mcmc") ([Xie], METHODS.md section 3); columns in the
+            samples ("mcmc") (user guide, "The model"; [1]_); columns in the
             order of ``classes_``. More classes: the one-vs-rest
             probabilities normalized to sum to one.
 
@@ -592,13 +844,19 @@ class DiversityMixtureOfExperts(ClassifierMixin, TransformerMixin, BaseEstimator
 
         Returns
         -------
-        gates : ndarray of shape (n_samples, n_components) or (n_samples, n_classes * n_components)
+        gates : ndarray of shape (n_samples, n_problems * n_components)
             softmax(eta^T x) at the posterior means (averaged over samples
-            for "mcmc"); rows sum to 1 (per class block for more than two
-            classes).
+            for "mcmc"); rows sum to 1 per block of ``n_components`` columns
+            (one block per one-vs-rest problem, a single block for two
+            classes). Output names: ``get_feature_names_out``; pandas output
+            with ``set_output(transform="pandas")``.
         """
         Xd = self._check_X(X)
         return np.hstack([_gate_proba(Xd, g) for g in self._gates])
+
+    @property
+    def _n_features_out(self):
+        return len(self._gates) * self.n_components
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -1471,3 +1471,83 @@ def predict_proba_samples(X, beta_samples, eta_samples):
         p1 += np.sum(gate * special.expit(B), axis=1)
     p1 /= Bs.shape[0]
     return np.column_stack([1.0 - p1, p1])
+
+
+# ---------------------------------------------------------------------------
+# burn-in adaptation of the proposals
+# ---------------------------------------------------------------------------
+
+#: sweeps per adaptation block of the burn-in (and per block of the estimator)
+ADAPT_BLOCK = 25
+#: acceptance rate the burn-in adaptation aims at
+TARGET_ACCEPTANCE = 0.3
+
+
+def _adapt_factor(rate):
+    """Multiplicative step-size change from acceptance rates (> 1: bigger moves)."""
+    rate = np.nan_to_num(np.asarray(rate, dtype=np.float64), nan=TARGET_ACCEPTANCE)
+    return np.exp(2.0 * np.clip(rate - TARGET_ACCEPTANCE, -0.5, 0.5))
+
+
+def adapt_proposals(direction_concentration, scale, vector_rates, prior="mabn"):
+    """New per-vector proposal scales from the acceptance rates of the last block.
+
+    Parameters
+    ----------
+    direction_concentration : ndarray of shape (2, K)
+        kappa_hat of the vMF direction proposals (row 0 experts, row 1 gates).
+    scale : ndarray of shape (2, K)
+        Magnitude proposal scales (MABN) or Gaussian random-walk steps.
+    vector_rates : ndarray of shape (2, K, n_moves)
+        ``MCMCResult.vector_acceptance_rates`` of the block.
+    prior : {"mabn", "gaussian"}
+
+    Returns
+    -------
+    direction_concentration, scale : ndarray of shape (2, K)
+        With delta = clip(rate - 0.3, -0.5, 0.5): kappa_hat exp(-4 delta)
+        (kept in [1, 1e8]; direction moves) and scale exp(2 delta) (kept in
+        [1e-6, 1e3]; magnitude or Gaussian moves): smaller moves when too few
+        are accepted. One scale per vector, because an expert the gate does
+        not use has an unconstrained direction whose proposals are almost
+        always accepted (user guide, "Starting point and adaptation").
+        Used during burn-in only, so the kept chain is time-homogeneous.
+    """
+    kappa_hat = np.asarray(direction_concentration, dtype=np.float64)
+    if prior == "mabn":
+        kappa_hat = np.clip(kappa_hat * _adapt_factor(vector_rates[..., 0]) ** -2,
+                            1.0, 1e8)
+    scale = np.clip(np.asarray(scale, dtype=np.float64)
+                    * _adapt_factor(vector_rates[..., -1]), 1e-6, 1e3)
+    return kappa_hat, scale
+
+
+def log_joint(X, y, beta, eta, *, prior="mabn", kappa=1.0, mu0=None, alpha1=1.0,
+              alpha2=1.0, sigma=1.0):
+    """log p(y | X, beta, eta) + log p(beta) + log p(eta), nats (the chain's target).
+
+    Parameters
+    ----------
+    X, y, beta, eta
+        As in :func:`log_likelihood` (non-zero rows for the MABN prior).
+    prior : {"mabn", "gaussian"}
+        Type I MABN directions x Gamma(alpha1, alpha2) magnitudes, in the
+        (magnitude, direction) coordinates the sampler uses, or N(0, sigma^2 I).
+    kappa, mu0, alpha1, alpha2, sigma
+        Prior parameters, as in :func:`run_metropolis_hastings`.
+
+    Returns
+    -------
+    value : float
+        The unnormalized log posterior that ``MCMCResult.log_posterior``
+        traces, at one state.
+    """
+    value = log_likelihood(X, y, beta, eta)
+    for A in (np.asarray(beta, dtype=np.float64), np.asarray(eta, dtype=np.float64)):
+        if prior == "gaussian":
+            value += log_gaussian_prior(A, sigma)
+        else:
+            g = np.linalg.norm(A, axis=1)
+            value += (log_mabn_type1_prior(A / g[:, None], kappa, mu0)
+                      + float(np.sum(log_gamma_prior(g, alpha1, alpha2))))
+    return float(value)

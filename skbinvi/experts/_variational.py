@@ -83,6 +83,15 @@ from sklearn.utils.extmath import row_norms
 from .._numba import njit
 
 from ._angular import mutual_angular_regularizer
+from ._ascent import (
+    INIT_STEP,
+    ObjectiveConfig,
+    Point,
+    SetObjective,
+    ascend,
+    prior_constants,
+    set_prior,
+)
 from ._bounds import (
     VMFGammaParams,
     _check_X,
@@ -116,14 +125,10 @@ __all__ = [
     "variational_objective",
 ]
 
-# trust-region-like bounds on the step h (max change per step of any
-# log kappa, log r, log s, or of any mu entry along the tangent, in the
-# preconditioned direction)
-_MAX_STEP = 1.0
-_MIN_STEP = 1e-12
-_INIT_STEP = 0.25
-# Gamma shape of the initial q(g) (E g = init_scale)
+# Gamma shape of the random start's q(g) (E g = init_scale)
 _INIT_SHAPE = 5.0
+# Gamma shape of the q(g) built from given vectors (params_from_vectors)
+_WARM_SHAPE = 50.0
 
 
 @dataclass
@@ -215,7 +220,7 @@ def _direction_prior(params, cfg, lam):
 
 def _magnitude_prior(params, cfg):
     """-sum_k KL(q(g_k) || Gamma(alpha1, alpha2)), nats (both methods)."""
-    alpha1, alpha2 = cfg[3], cfg[4]
+    alpha1, alpha2 = cfg.alpha1, cfg.alpha2
     return -float(np.sum(np.broadcast_to(gamma_kl(params.r, params.s, alpha1, alpha2),
                                          params.kappa.shape)))
 
@@ -264,8 +269,8 @@ def _check_config(method, kappa_prior, mu0, alpha1, alpha2, pr_weights, pr_gamma
         raise ValueError("pr_gamma must be >= 0.")
     if method == "vi":
         lam1 = lam2 = 0.0
-    return (method, kappa_prior, mu0, float(alpha1), float(alpha2), float(pr_gamma)), \
-        (lam1, lam2)
+    return ObjectiveConfig(method, kappa_prior, mu0, float(alpha1), float(alpha2),
+                           float(pr_gamma)), (lam1, lam2)
 
 
 def _full_objective(X, y, beta, eta, cfg, lams, aux=None, c_init=None, cached=None):
@@ -455,6 +460,27 @@ class _FixedAuxLikelihood:
         g_mean, g_second = self.weights[which]
         return _chain_moments(self.X, self.sq, mu, coef, g_mean, g_second)[0]
 
+    # interface of skbinvi.experts._ascent.SetObjective
+    def statistics(self, which):
+        """(b, v, Q) of set ``which``, or None when the data are used directly."""
+        return self.stats[which] if self.use_statistics else None
+
+    def moments_value(self, which, mu, c1, c2, c3):
+        """L of set ``which`` from the data, given the moment coefficients."""
+        g_mean, g_second = self.weights[which]
+        t = np.asarray(self.X @ mu.T)
+        return float(np.sum(g_mean * (c1 * t))
+                     + np.sum(g_second * (c2 * self.sq[:, None] + c3 * t * t)))
+
+    def moments_gradient(self, which, mu, c1, c3):
+        """dL/dmu (K, p) and dL/d(c1, c2, c3) (K,) each, from the data."""
+        g_mean, g_second = self.weights[which]
+        t = np.asarray(self.X @ mu.T)
+        g_t = g_mean * c1 + 2.0 * g_second * c3 * t
+        g_mu = np.asarray(self.X.T @ g_t).T if sp.issparse(self.X) else g_t.T @ self.X
+        return (np.ascontiguousarray(g_mu), np.einsum("nk,nk->k", g_mean, t),
+                self.sq @ g_second, np.einsum("nk,nk->k", g_second, t * t))
+
 
 def _use_statistics(X, K, mode):
     if mode in (True, False):
@@ -469,82 +495,129 @@ def _use_statistics(X, K, mode):
 # ---------------------------------------------------------------------------
 
 
-def _block_scaled(params, grad):
-    """Per-field positive rescaling of the ascent direction (log scale, tangent)."""
-    g_mu = project_to_tangent(params.mu, grad.mu)
-    fields = [g_mu, params.kappa * grad.kappa, params.r * grad.r, params.s * grad.s]
-    out = []
-    for f in fields:
-        m = float(np.max(np.abs(f), initial=0.0))
-        out.append(f / m if m > 0 and np.isfinite(m) else np.zeros_like(f))
-    # back to the (mu, kappa, r, s) gradient convention of ascent_step, whose
-    # log-scale update multiplies by the value again
-    return VMFGammaGradient(out[0], out[1] / params.kappa, out[2] / params.r,
-                            out[3] / params.s)
-
-
 def _init_params(K, p, rng, kappa_init, init_scale):
+    """The random start: uniform mean directions, equal kappa, q(g) = Gamma(5, 5 / scale)."""
     mu = rng.normal(size=(K, p))
     mu /= np.linalg.norm(mu, axis=1, keepdims=True)
     return VMFGammaParams(mu, np.full(K, float(kappa_init)), np.full(K, _INIT_SHAPE),
                           np.full(K, _INIT_SHAPE / float(init_scale)))
 
 
-def _ascend(lik, sets, cfg, lams, steps, n_inner, tol):
-    """Blockwise gradient ascent on q at fixed auxiliaries (see module docstring).
+def params_from_vectors(A, shape=_WARM_SHAPE, kappa=None):
+    """A vMF x Gamma q whose posterior mean vectors equal the rows of A (K, p).
 
-    ``sets`` = [beta, eta]; ``steps`` (8,) is updated in place. Returns the
-    new sets, the gain of the objective (nats) and whether a step was taken.
-    A step in (mu, kappa) re-evaluates only the direction part of the prior,
-    a step in (r, s) only the magnitude part.
+    mu_k = a_k / ||a_k||, kappa_k = ``kappa`` (default 10 p, so that
+    A_p(kappa) is about 0.95), q(g_k) = Gamma(shape, rate) with rate
+    shape A_p(kappa) / ||a_k||, so that E[g] A_p(kappa) mu = a. Used to start
+    "vi" and "pr" from a BMEM-G fit (``init="bmemg"``: the user guide,
+    section "Starting point"). Zero rows get the direction of the last axis
+    and norm 1e-3.
     """
-    sets = list(sets)
-    # parts[j] = [likelihood, direction prior, magnitude prior] of set j
-    parts = [[lik.value(j, sets[j]), _direction_prior(sets[j], cfg, lams[j]),
-              _magnitude_prior(sets[j], cfg)] for j in range(2)]
-    value = sum(map(sum, parts))
-    start = value
-    any_accepted = False
-    for _ in range(int(n_inner)):
-        round_start = value
-        for b in range(8):
-            which, f = divmod(b, 4)
-            cur = sets[which]
-            pg = _prior_gradient(cur, cfg, lams[which])
-            full = _block_scaled(cur, combine((1.0, lik.gradient(which, cur)), (1.0, pg)))
-            direction = VMFGammaGradient(*[full[j] if j == f else np.zeros_like(full[j])
-                                           for j in range(4)])
-            moved = 1 if f < 2 else 2  # the prior part that changes
-            h = steps[b]
-            while h >= _MIN_STEP:
-                try:
-                    new = ascent_step(cur, direction, h)
-                    new_parts = list(parts[which])
-                    new_parts[0] = lik.value(which, new)
-                    new_parts[moved] = (_direction_prior(new, cfg, lams[which]) if moved == 1
-                                        else _magnitude_prior(new, cfg))
-                    cand = value - sum(parts[which]) + sum(new_parts)
-                except (ValueError, FloatingPointError):
-                    cand = -np.inf
-                if np.isfinite(cand) and cand >= value:
-                    sets[which], value, parts[which] = new, cand, new_parts
-                    any_accepted = True
-                    steps[b] = min(2.0 * h, _MAX_STEP)
-                    break
-                h *= 0.5
-            else:
-                steps[b] = _INIT_STEP * 1e-3
-        if value - round_start <= tol * max(abs(value), 1.0):
-            break
-    return sets, value - start, any_accepted
+    A = np.array(A, dtype=np.float64)
+    K, p = A.shape
+    norms = np.linalg.norm(A, axis=1)
+    zero = ~(norms > 1e-3)
+    A[zero] = 0.0
+    A[zero, -1] = 1e-3
+    norms = np.linalg.norm(A, axis=1)
+    kappa = np.full(K, 10.0 * p if kappa is None else float(kappa))
+    a = _bessel_quantities(np.full(K, float(p)), kappa)[0]
+    r = np.full(K, float(shape))
+    return VMFGammaParams(A / norms[:, None], kappa, r, r * a / norms)
+
+
+@dataclass
+class VariationalState:
+    """The state of a "vi" / "pr" fit between two iterations.
+
+    Attributes
+    ----------
+    beta, eta : VMFGammaParams
+        q of the expert and gate vectors.
+    steps : ndarray of shape (8,)
+        Step sizes of the 8 blocks of the inner ascent.
+    aux : tuple (phi, xi, c, d) or None
+        Optimal auxiliaries at (beta, eta) for the rows last used.
+    value : float or None
+        The objective at (beta, eta, aux), nats (total over those rows).
+    """
+
+    beta: VMFGammaParams
+    eta: VMFGammaParams
+    steps: np.ndarray = field(default_factory=lambda: np.full(8, INIT_STEP))
+    aux: tuple = None
+    value: float = None
+
+
+def _point(params):
+    return Point(params.mu, params.kappa, params.r, params.s)
+
+
+def objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams, c_init=None):
+    """The objective at q = (beta, eta) and its optimal auxiliaries (phi, xi, c, d).
+
+    No validation (callers validate). ``sq`` = squared row norms of X,
+    ``consts`` from :func:`~skbinvi.experts._ascent.prior_constants`. Returns
+    (value in nats, total over the rows; aux).
+    """
+    pts = (_point(beta), _point(eta))
+    moments = []
+    for pt in pts:
+        a, aok, omega = pt.bessel()[:3]
+        eg, eg2, _ = pt.gamma(cfg.alpha1, cfg.alpha2)
+        t = np.asarray(X @ pt.mu.T)
+        moments += [(eg * a) * t, (eg2 * aok) * sq[:, None] + (eg2 * omega) * (t * t)]
+    if c_init is not None and np.shape(c_init) != (X.shape[0],):
+        c_init = None
+    e, g, h, phi, _, xi, c, d = likelihood_pieces_from_moments(y, *moments,
+                                                               c_init=c_init)
+    value = (e + g + h + set_prior(pts[0], cfg, consts, lams[0])
+             + set_prior(pts[1], cfg, consts, lams[1]))
+    return float(value), (phi, xi, c, d)
+
+
+def variational_iteration(X, y, sq, state, cfg, consts, lams, inner_max_iter,
+                          use_statistics, inner_tol):
+    """One outer iteration of "vi" / "pr" on ``state`` (updated in place).
+
+    (1) If the state has no auxiliaries for these rows, set them to their
+    optima; (2) up to ``inner_max_iter`` rounds of the blockwise ascent of
+    :func:`~skbinvi.experts._ascent.ascend` at fixed auxiliaries (stopping
+    when a round gains less than ``inner_tol`` nats); (3) re-optimize the
+    auxiliaries (kept only if they do not lower the objective: rounding in
+    the gate solver). Returns the objective after the iteration, nats (total
+    over the rows), never below its value before.
+    """
+    if state.aux is None or state.aux[0].shape[0] != X.shape[0]:
+        state.value, state.aux = objective_and_aux(X, y, sq, state.beta, state.eta, cfg,
+                                                   consts, lams)
+    start = state.value
+    lik = _FixedAuxLikelihood(X, y, sq, state.aux, use_statistics)
+    objectives = [SetObjective(lik, j, cfg, consts, lams[j]) for j in range(2)]
+    pts, gain, accepted = ascend(objectives, [_point(state.beta), _point(state.eta)],
+                                 state.steps, inner_max_iter, inner_tol)
+    if not accepted:
+        return start
+    beta, eta = (VMFGammaParams(pt.mu, pt.kappa, pt.r, pt.s) for pt in pts)
+    value, aux = objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams,
+                                   c_init=state.aux[2])
+    if value < start + gain:
+        # the re-optimized auxiliaries lost to rounding: keep the old ones
+        value, aux = start + gain, state.aux
+    state.beta, state.eta, state.value, state.aux = beta, eta, value, aux
+    return value
 
 
 def fit_variational(X, y, n_components, *, method="vi", kappa_prior=1.0, mu0=None,
                     alpha1=2.0, alpha2=0.5, pr_weights=(1.0, 1.0), pr_gamma=0.0,
                     max_iter=200, tol=1e-6, inner_max_iter=10, init_scale=1.0,
                     kappa_init=10.0, init=None, statistics="auto", random_state=None,
-                    verbose=0, callback=None):
+                    callback=None):
     """Fit q of the Bayesian mixture of experts by coordinate ascent ("vi" or "pr").
+
+    A functional interface to the iterations the estimator runs (the
+    estimator owns the stopping rule, restarts and verbosity; this function
+    is used by the tests and keeps the relative stopping rule below).
 
     Parameters
     ----------
@@ -555,9 +628,9 @@ def fit_variational(X, y, n_components, *, method="vi", kappa_prior=1.0, mu0=Non
     n_components : int
         Number of experts K (and gates).
     method : {"vi", "pr"}, default="vi"
-        "vi": Type II MABN prior on the directions (variational inference,
-        METHODS.md 3 (a)); "pr": independent priors + posterior regularization
-        (METHODS.md 3 (c)). Objectives in the module docstring.
+        "vi": Type II MABN prior on the directions; "pr": independent
+        priors + posterior regularization (user guide, sections on "vi" and
+        "pr"). Objectives in the module docstring.
     kappa_prior : float, default=1.0
         MABN diversity strength kappa ("vi") or the independent vMF prior's
         concentration ("pr"), >= 0.
@@ -574,24 +647,22 @@ def fit_variational(X, y, n_components, *, method="vi", kappa_prior=1.0, mu0=Non
         Maximum number of outer iterations (auxiliary updates).
     tol : float, default=1e-6
         Stop when the relative increase of the objective over one outer
-        iteration is below tol; the inner ascent stops a round early below
-        the same relative threshold.
+        iteration is below tol; the inner ascent stops a round early when a
+        round gains less than tol times the objective's magnitude.
     inner_max_iter : int, default=10
         Rounds of blockwise gradient steps on q per outer iteration.
     init_scale : float, default=1.0
-        Initial E[g] = r / s (r = 5).
+        Initial E[g] = r / s (r = 5) of the random start.
     kappa_init : float, default=10.0
-        Initial variational concentrations.
+        Initial variational concentrations of the random start.
     init : tuple (beta, eta) of VMFGammaParams or None, default=None
-        Starting q (warm start); None: random mean directions.
+        Starting q; None: random mean directions.
     statistics : {"auto", True, False}, default="auto"
         Whether the fixed-auxiliary likelihood is evaluated from the (K, p, p)
         sufficient statistics (see :class:`_FixedAuxLikelihood`); "auto" uses
         them when K p^2 <= 2e7 and rows have <= 256 non-zeros on average.
     random_state : int, RandomState instance or None
         Seed of the random initial mean directions.
-    verbose : int, default=0
-        Print the objective every iteration if > 0.
     callback : callable or None
         Called as ``callback(iteration, beta, eta, objective)`` after each
         iteration.
@@ -599,27 +670,14 @@ def fit_variational(X, y, n_components, *, method="vi", kappa_prior=1.0, mu0=Non
     Returns
     -------
     result : VariationalFitResult
-        Fitted q(beta), q(eta), objective history (nats, totals), n_iter,
-        converged flag and final auxiliaries.
+        Fitted q(beta), q(eta), objective history (nats, totals, starting
+        with the initial q), n_iter, converged flag and final auxiliaries.
 
     Raises
     ------
     ValueError
         For labels other than 0/1, shapes that do not match, n_components < 1,
         an unknown method or invalid prior settings.
-
-    Notes
-    -----
-    One outer iteration: (1) the auxiliaries (phi, xi, c, d) are set to their
-    optimal values at the current q (closed forms and the gate solver), which
-    gives the objective value recorded in the history; (2) up to
-    ``inner_max_iter`` rounds of blockwise gradient ascent on q with the
-    auxiliaries fixed (:class:`_FixedAuxLikelihood`, O(K p^2) per evaluation
-    with the statistics). The objective history is non-decreasing up to
-    rounding: the line search only accepts steps that do not decrease the
-    fixed-auxiliary objective, and the re-optimized auxiliaries are kept only
-    if they do not decrease it. Predict with
-    :func:`~skbinvi.experts._bounds.predict_proba_posterior_mean`.
     """
     X = _check_X(X)
     n, p = X.shape
@@ -627,8 +685,6 @@ def fit_variational(X, y, n_components, *, method="vi", kappa_prior=1.0, mu0=Non
     K = int(n_components)
     if K < 1:
         raise ValueError(f"n_components must be >= 1; got {n_components!r}.")
-    if not np.isfinite(init_scale) or init_scale <= 0:
-        raise ValueError("init_scale must be > 0.")
     if statistics not in ("auto", True, False):
         raise ValueError(f"statistics must be 'auto', True or False; got {statistics!r}.")
     cfg, lams = _check_config(method, kappa_prior, mu0, alpha1, alpha2, pr_weights,
@@ -643,39 +699,28 @@ def fit_variational(X, y, n_components, *, method="vi", kappa_prior=1.0, mu0=Non
             raise ValueError(f"init must hold q of {K} vectors of length {p}.")
     use_stats = _use_statistics(X, K, statistics)
     sq = row_norms(X, squared=True)
-
-    value, aux = _full_objective(X, y, beta, eta, cfg, lams)
-    history = [value]
-    # one step size per block (set x field): 0-3 beta (mu, kappa, r, s), 4-7 eta
-    steps = np.full(8, _INIT_STEP)
+    consts = prior_constants(cfg, K, p)
+    state = VariationalState(beta, eta)
+    state.value, state.aux = objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams)
+    history = [state.value]
     converged = False
     for it in range(1, int(max_iter) + 1):
-        start = value
-        lik = _FixedAuxLikelihood(X, y, sq, aux, use_stats)
-        (beta, eta), gain, any_accepted = _ascend(lik, (beta, eta), cfg, lams, steps,
-                                                  inner_max_iter, tol)
-        if not any_accepted:
+        start = state.value
+        value = variational_iteration(X, y, sq, state, cfg, consts, lams, inner_max_iter,
+                                      use_stats, tol * max(abs(start), 1.0))
+        if value == start:
             converged = True
             break
-        new_value, new_aux = _full_objective(X, y, beta, eta, cfg, lams, c_init=aux[2])
-        if new_value < start + gain:
-            # rounding in the auxiliaries' solver: keep the old auxiliaries
-            fixed_value, _ = _full_objective(X, y, beta, eta, cfg, lams, aux)
-            if new_value < fixed_value:
-                new_value, new_aux = fixed_value, aux
-        rel = (new_value - start) / max(abs(start), 1.0)
-        value, aux = new_value, new_aux
         history.append(value)
-        if verbose:
-            print(f"[fit_variational:{cfg[0]}] iter {it:4d}  objective {value:.6f}")
         if callback is not None:
-            callback(it, beta, eta, value)
-        if rel < tol:
+            callback(it, state.beta, state.eta, value)
+        if (value - start) / max(abs(start), 1.0) < tol:
             converged = True
             break
-    phi, xi, c, d = aux
-    return VariationalFitResult(beta, eta, np.asarray(history), len(history) - 1,
-                                converged, phi, xi, c, d, cfg[0], steps.copy())
+    phi, xi, c, d = state.aux
+    return VariationalFitResult(state.beta, state.eta, np.asarray(history),
+                                len(history) - 1, converged, phi, xi, c, d, cfg.method,
+                                state.steps.copy())
 
 
 # ---------------------------------------------------------------------------
@@ -758,8 +803,7 @@ def _gaussian_moments(X, mean, cov):
 
 
 def fit_gaussian_variational(X, y, n_components, *, sigma=1.0, max_iter=200, tol=1e-6,
-                             init_scale=1.0, random_state=None, verbose=0,
-                             callback=None):
+                             init_scale=1.0, random_state=None, callback=None):
     """Variational Bayes for the BMEM-G baseline (Gaussian priors, no diversity).
 
     Parameters
@@ -780,8 +824,6 @@ def fit_gaussian_variational(X, y, n_components, *, sigma=1.0, max_iter=200, tol
         Standard deviation of the random initial means (divided by sqrt(p)).
     random_state : int, RandomState instance or None
         Seed of the initial means.
-    verbose : int, default=0
-        Print the ELBO every iteration if > 0.
     callback : callable or None
         ``callback(iteration, beta_mean, eta_mean, elbo)`` after each iteration.
 
@@ -822,40 +864,69 @@ def fit_gaussian_variational(X, y, n_components, *, sigma=1.0, max_iter=200, tol
     if not np.isfinite(sigma) or sigma <= 0:
         raise ValueError(f"sigma must be finite and > 0; got {sigma!r}.")
     rng = check_random_state(random_state)
-    means = [rng.normal(scale=init_scale / np.sqrt(p), size=(K, p)) for _ in range(2)]
-    covs = [np.broadcast_to(np.eye(p) * sigma**2, (K, p, p)).copy() for _ in range(2)]
+    state = gaussian_init(K, p, sigma, rng, init_scale)
     sq = row_norms(X, squared=True)
-    eye = np.eye(p) / sigma**2
-
-    def elbo(c_init=None):
-        pieces = likelihood_pieces_from_moments(
-            y, *_gaussian_moments(X, means[0], covs[0]),
-            *_gaussian_moments(X, means[1], covs[1]), c_init=c_init)
-        value = (sum(pieces[:3]) - _gaussian_kl(means[0], covs[0], sigma)
-                 - _gaussian_kl(means[1], covs[1], sigma))
-        return value, pieces[3:]
-
-    value, (phi, _, xi, c, d) = elbo()
-    history = [value]
+    gaussian_objective_and_aux(X, y, state, sigma)
+    history = [state.value]
     converged = False
     for it in range(1, int(max_iter) + 1):
-        lik = _FixedAuxLikelihood(X, y, sq, (phi, xi, c, d), True)
-        for j, (b, _, Q) in enumerate(lik.stats):
-            prec = eye[None] - 2.0 * Q
-            chol = np.linalg.cholesky(prec)
-            inv_chol = np.linalg.inv(chol)
-            covs[j] = np.matmul(np.swapaxes(inv_chol, 1, 2), inv_chol)
-            means[j] = np.matmul(covs[j], b[:, :, None])[:, :, 0]
-        new_value, (phi, _, xi, c, d) = elbo(c_init=c)
-        rel = (new_value - value) / max(abs(value), 1.0)
-        value = new_value
+        start = state.value
+        value = gaussian_iteration(X, y, sq, state, sigma)
         history.append(value)
-        if verbose:
-            print(f"[fit_gaussian_variational] iter {it:4d}  ELBO {value:.6f}")
         if callback is not None:
-            callback(it, means[0], means[1], value)
-        if rel < tol:
+            callback(it, state.means[0], state.means[1], value)
+        if (value - start) / max(abs(start), 1.0) < tol:
             converged = True
             break
-    return GaussianFitResult(means[0], means[1], covs[0], covs[1], np.asarray(history),
-                             len(history) - 1, converged, phi)
+    return GaussianFitResult(state.means[0], state.means[1], state.covs[0],
+                             state.covs[1], np.asarray(history), len(history) - 1,
+                             converged, state.aux[0])
+
+
+@dataclass
+class GaussianState:
+    """State of a BMEM-G fit: means (2, K, p), covariances (2, K, p, p), auxiliaries."""
+
+    means: list
+    covs: list
+    aux: tuple = None
+    value: float = None
+
+
+def gaussian_init(K, p, sigma, rng, init_scale=1.0):
+    """Random means N(0, init_scale^2 / p), covariances at the prior sigma^2 I."""
+    means = [rng.normal(scale=init_scale / np.sqrt(p), size=(K, p)) for _ in range(2)]
+    covs = [np.broadcast_to(np.eye(p) * sigma**2, (K, p, p)).copy() for _ in range(2)]
+    return GaussianState(means, covs)
+
+
+def gaussian_objective_and_aux(X, y, state, sigma, c_init=None):
+    """ELBO of the BMEM-G q (nats, total) at optimal auxiliaries; stored on ``state``."""
+    if c_init is not None and np.shape(c_init) != (X.shape[0],):
+        c_init = None
+    pieces = likelihood_pieces_from_moments(
+        y, *_gaussian_moments(X, state.means[0], state.covs[0]),
+        *_gaussian_moments(X, state.means[1], state.covs[1]), c_init=c_init)
+    state.value = float(sum(pieces[:3]) - _gaussian_kl(state.means[0], state.covs[0], sigma)
+                        - _gaussian_kl(state.means[1], state.covs[1], sigma))
+    phi, _, xi, c, d = pieces[3:]
+    state.aux = (phi, xi, c, d)
+    return state.value
+
+
+def gaussian_iteration(X, y, sq, state, sigma):
+    """One BMEM-G iteration: closed-form q at the current auxiliaries, then new auxiliaries.
+
+    Returns the ELBO after the iteration (nats, total), never below the one before.
+    """
+    if state.aux is None or state.aux[0].shape[0] != X.shape[0]:
+        gaussian_objective_and_aux(X, y, state, sigma)
+    p = state.means[0].shape[1]
+    eye = np.eye(p) / sigma**2
+    lik = _FixedAuxLikelihood(X, y, sq, state.aux, True)
+    for j, (b, _, Q) in enumerate(lik.stats):
+        chol = np.linalg.cholesky(eye[None] - 2.0 * Q)
+        inv_chol = np.linalg.inv(chol)
+        state.covs[j] = np.matmul(np.swapaxes(inv_chol, 1, 2), inv_chol)
+        state.means[j] = np.matmul(state.covs[j], b[:, :, None])[:, :, 0]
+    return gaussian_objective_and_aux(X, y, state, sigma, c_init=state.aux[2])
