@@ -39,7 +39,7 @@ from ._angular import _geometry, PARALLEL_TOL
 from ._vmf import _bessel_quantities, _log_normalizer_scaled, log_normalizer
 
 __all__ = ["ObjectiveConfig", "Point", "PriorConstants", "SetObjective", "ascend",
-           "direction_prior", "prior_constants", "set_prior"]
+           "direction_parts", "prior_constants", "set_prior"]
 
 # bounds on the per-block step h (the largest entry of each preconditioned
 # block moves by h: log kappa, log r, log s, or mu along the tangent)
@@ -140,13 +140,13 @@ class Point:
         return self._bessel
 
     def gamma(self, alpha1, alpha2):
-        """(E g, E g^2, sum_k KL(q(g_k) || Gamma(alpha1, alpha2)))."""
+        """(E g, E g^2, KL(q(g_k) || Gamma(alpha1, alpha2)) per vector), shapes (K,)."""
         if self._gamma is None:
             r, s = self.r, self.s
             kl = ((r - alpha1) * special.digamma(r) - special.gammaln(r)
                   + special.gammaln(alpha1) + alpha1 * (np.log(s) - np.log(alpha2))
                   + r * (alpha2 - s) / s)
-            self._gamma = (r / s, (r + r * r) / (s * s), float(np.sum(kl)))
+            self._gamma = (r / s, (r + r * r) / (s * s), kl)
         return self._gamma
 
 
@@ -180,28 +180,33 @@ class SetObjective:
         return eg * a, eg2 * aok, eg2 * omega
 
     def likelihood(self, pt):
+        """Likelihood bound of each vector (K,), nats (up to a constant)."""
         if pt._lik is None:
             c1, c2, c3 = self._coefficients(pt)
             if self.stats is not None:
                 b, v, Q = self.stats
                 mu = pt.mu
                 mqm = np.einsum("kp,kp->k", mu, np.matmul(Q, mu[:, :, None])[:, :, 0])
-                pt._lik = float(c1 @ np.einsum("kp,kp->k", mu, b) + c2 @ v + c3 @ mqm)
+                pt._lik = c1 * np.einsum("kp,kp->k", mu, b) + c2 * v + c3 * mqm
             else:
                 pt._lik = self.lik.moments_value(self.which, pt.mu, c1, c2, c3)
         return pt._lik
 
     def direction(self, pt):
-        """Direction prior (+ lambda Omega for "pr"), nats."""
+        """(direction prior of each vector (K,), coupling term), nats."""
         if pt._direction is None:
-            pt._direction = direction_prior(pt, self.cfg, self.consts, self.lam)
+            pt._direction = direction_parts(pt, self.cfg, self.consts, self.lam)
         return pt._direction
 
-    def magnitude(self, pt):
-        return -pt.gamma(self.cfg.alpha1, self.cfg.alpha2)[2]
+    def parts(self, pt):
+        """(separable part of each vector (K,), coupling term of the set)."""
+        sep, coupled = self.direction(pt)
+        sep = sep + self.likelihood(pt) - pt.gamma(self.cfg.alpha1, self.cfg.alpha2)[2]
+        return sep, coupled
 
     def value(self, pt):
-        return self.likelihood(pt) + self.direction(pt) + self.magnitude(pt)
+        sep, coupled = self.parts(pt)
+        return float(np.sum(sep)) + coupled
 
     # -------------------------------------------------------------- gradient
     def gradient(self, pt):
@@ -242,27 +247,28 @@ class SetObjective:
         return g_mu, g_kappa, g_r, g_s
 
 
-def direction_prior(pt, cfg, consts, lam):
-    """Direction part of the prior term of one set, nats.
+def direction_parts(pt, cfg, consts, lam):
+    """Direction part of the prior term of one set, nats: (per vector (K,), coupling).
 
-    "vi": Type II MABN lower bound of the mean directions + vMF entropies;
-    "pr": -sum_k KL(vMF(mu_k, kappa_k) || vMF(mu0, kappa_prior)) + lam Omega(mu).
+    "vi": the vMF entropies per vector and the Type II MABN lower bound of the
+    mean directions (which couples them); "pr": -KL(vMF(mu_k, kappa_k) ||
+    vMF(mu0, kappa_prior)) per vector and lam Omega(mu).
     """
     a, _, _, _, _, entropy = pt.bessel()
-    H = float(np.sum(entropy))
     if cfg.method == "pr":
         # -KL(q || vMF(mu0, kappa0)) = H + log C_p(kappa0) + kappa0 A mu0.mu
-        val = (H + pt.mu.shape[0] * consts.root
-               + cfg.kappa_prior * float(a @ (pt.mu @ cfg.mu0)))
+        sep = entropy + consts.root + cfg.kappa_prior * a * (pt.mu @ cfg.mu0)
+        coupled = 0.0
         if lam != 0.0 and pt.mu.shape[0] > 1:
-            val += lam * _omega(pt.mu, cfg.gamma, False)[0]
-        return val
-    return H + _mabn(a[:, None] * pt.mu, cfg, consts, False)[0]
+            coupled = lam * _omega(pt.mu, cfg.gamma, False)[0]
+        return sep, coupled
+    return entropy, _mabn(a[:, None] * pt.mu, cfg, consts, False)[0]
 
 
 def set_prior(pt, cfg, consts, lam):
     """Whole prior term of one set: direction part - sum_k KL of the magnitudes."""
-    return direction_prior(pt, cfg, consts, lam) - pt.gamma(cfg.alpha1, cfg.alpha2)[2]
+    sep, coupled = direction_parts(pt, cfg, consts, lam)
+    return float(np.sum(sep)) + coupled - float(np.sum(pt.gamma(cfg.alpha1, cfg.alpha2)[2]))
 
 
 def _mabn(m, cfg, consts, need_grad):
@@ -329,21 +335,24 @@ _FIELDS = ("mu", "kappa", "r", "s")
 
 
 def _scaled_direction(pt, grad, f):
-    """Block f of the ascent direction, largest entry 1 (tangent / log scale)."""
+    """Block f of the ascent direction, each vector's largest entry 1 (tangent / log scale)."""
     g = grad[f]
     if f == 0:
         d = g - np.sum(g * pt.mu, axis=1, keepdims=True) * pt.mu
+        m = np.max(np.abs(d), axis=1)
     else:
         d = getattr(pt, _FIELDS[f]) * g
-    m = float(np.max(np.abs(d), initial=0.0))
-    if not (m > 0.0 and np.isfinite(m)):
+        m = np.abs(d)
+    ok = (m > 0.0) & np.isfinite(m)
+    if not np.any(ok):
         return None
-    return d / m
+    scale = np.where(ok, 1.0 / np.where(ok, m, 1.0), 0.0)
+    return d * (scale[:, None] if f == 0 else scale)
 
 
 def _step(pt, f, direction, h):
     if f == 0:
-        new = pt.mu + h * direction
+        new = pt.mu + h[:, None] * direction
         new /= np.linalg.norm(new, axis=1, keepdims=True)
         return pt.replace("mu", new)
     old = getattr(pt, _FIELDS[f])
@@ -351,7 +360,7 @@ def _step(pt, f, direction, h):
 
 
 def ascend(objectives, points, steps, n_rounds, tol):
-    """Blockwise gradient ascent on q at fixed auxiliaries.
+    """Blockwise gradient ascent on q at fixed auxiliaries, one step size per vector.
 
     Parameters
     ----------
@@ -359,8 +368,8 @@ def ascend(objectives, points, steps, n_rounds, tol):
         Experts and gates.
     points : sequence of 2 Point
         Current q of each set.
-    steps : ndarray of shape (8,)
-        Step size of each block (set x field), updated in place.
+    steps : ndarray of shape (8, K)
+        Step size of each block (set x field) and vector, updated in place.
     n_rounds : int
         Maximum rounds over the 8 blocks.
     tol : float
@@ -376,13 +385,19 @@ def ascend(objectives, points, steps, n_rounds, tol):
 
     Notes
     -----
-    Each block (mu, kappa, r, s of the experts, then of the gates) takes one
-    step along its gradient, projected on the tangent space for mu
-    (retraction mu <- (mu + h d) / ||.||) and in log scale for the positive
-    parameters, rescaled so that its largest entry is 1 (a positive factor:
-    still an ascent direction). The step h is halved until the objective
-    does not decrease and doubled (up to 1) after an accepted step, so the
-    objective never decreases ([AM] section 4.2 for the retraction).
+    Each block (mu, kappa, r, s of the experts, then of the gates) moves
+    along its gradient, projected on the tangent space for mu (retraction
+    mu <- (mu + h d) / ||.||) and in log scale for the positive parameters,
+    every vector's direction rescaled so that its largest entry is 1 (a
+    positive factor per vector: still an ascent direction) and moved with
+    its own step h_k. The trial is accepted when the set's objective does
+    not decrease; otherwise the steps of the vectors whose own (separable)
+    part decreased are halved (all of them when only the coupling term of
+    the prior decreased) and the trial repeated. Accepted steps double (up
+    to 1). The objective never decreases ([AM] section 4.2 for the
+    retraction). One step size per vector matters: with one per block, the
+    vector with the steepest gradient (typically an unused expert drifting
+    to its prior) set the pace of all the others.
     """
     points = list(points)
     values = [objectives[j].value(points[j]) for j in range(2)]
@@ -396,19 +411,27 @@ def ascend(objectives, points, steps, n_rounds, tol):
             direction = _scaled_direction(pt, obj.gradient(pt), f)
             if direction is None:
                 continue
-            h = steps[b]
-            while h >= MIN_STEP:
+            sep0 = obj.parts(pt)[0]
+            h = steps[b].copy()
+            while True:
+                live = h >= MIN_STEP
+                if not np.any(live):
+                    steps[b] = INIT_STEP * 1e-3
+                    break
                 with np.errstate(all="ignore"):
-                    new = _step(pt, f, direction, h)
-                    cand = obj.value(new)
+                    new = _step(pt, f, direction, np.where(live, h, 0.0))
+                    sep, coupled = obj.parts(new)
+                    cand = float(np.sum(sep)) + coupled
                 if np.isfinite(cand) and cand >= values[j]:
                     points[j], values[j] = new, cand
                     accepted = True
-                    steps[b] = min(2.0 * h, MAX_STEP)
+                    steps[b] = np.where(live, np.minimum(2.0 * h, MAX_STEP),
+                                        INIT_STEP * 1e-3)
                     break
-                h *= 0.5
-            else:
-                steps[b] = INIT_STEP * 1e-3
+                bad = live & ~(sep >= sep0)
+                if not np.any(bad):
+                    bad = live
+                h[bad] *= 0.5
         if sum(values) - round_start <= tol:
             break
     return points, sum(values) - start, accepted

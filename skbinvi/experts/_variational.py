@@ -129,6 +129,9 @@ __all__ = [
 _INIT_SHAPE = 5.0
 # Gamma shape of the q(g) built from given vectors (params_from_vectors)
 _WARM_SHAPE = 50.0
+# over-relaxation factors of the outer iterations (adaptive, [SR])
+_MIN_OMEGA = 2.0
+_MAX_OMEGA = 16.0
 
 
 @dataclass
@@ -466,11 +469,11 @@ class _FixedAuxLikelihood:
         return self.stats[which] if self.use_statistics else None
 
     def moments_value(self, which, mu, c1, c2, c3):
-        """L of set ``which`` from the data, given the moment coefficients."""
+        """L of each vector (K,) of set ``which`` from the data, given the coefficients."""
         g_mean, g_second = self.weights[which]
         t = np.asarray(self.X @ mu.T)
-        return float(np.sum(g_mean * (c1 * t))
-                     + np.sum(g_second * (c2 * self.sq[:, None] + c3 * t * t)))
+        return (np.sum(g_mean * t, axis=0) * c1 + (self.sq @ g_second) * c2
+                + np.sum(g_second * t * t, axis=0) * c3)
 
     def moments_gradient(self, which, mu, c1, c3):
         """dL/dmu (K, p) and dL/d(c1, c2, c3) (K,) each, from the data."""
@@ -534,8 +537,8 @@ class VariationalState:
     ----------
     beta, eta : VMFGammaParams
         q of the expert and gate vectors.
-    steps : ndarray of shape (8,)
-        Step sizes of the 8 blocks of the inner ascent.
+    steps : ndarray of shape (8, K) or None
+        Step sizes of the 8 blocks of the inner ascent, per vector.
     aux : tuple (phi, xi, c, d) or None
         Optimal auxiliaries at (beta, eta) for the rows last used.
     value : float or None
@@ -544,9 +547,10 @@ class VariationalState:
 
     beta: VMFGammaParams
     eta: VMFGammaParams
-    steps: np.ndarray = field(default_factory=lambda: np.full(8, INIT_STEP))
+    steps: np.ndarray = None
     aux: tuple = None
     value: float = None
+    omega: float = 2.0
 
 
 def _point(params):
@@ -591,6 +595,8 @@ def variational_iteration(X, y, sq, state, cfg, consts, lams, inner_max_iter,
     if state.aux is None or state.aux[0].shape[0] != X.shape[0]:
         state.value, state.aux = objective_and_aux(X, y, sq, state.beta, state.eta, cfg,
                                                    consts, lams)
+    if state.steps is None or state.steps.shape != (8, state.beta.mu.shape[0]):
+        state.steps = np.full((8, state.beta.mu.shape[0]), INIT_STEP)
     start = state.value
     lik = _FixedAuxLikelihood(X, y, sq, state.aux, use_statistics)
     objectives = [SetObjective(lik, j, cfg, consts, lams[j]) for j in range(2)]
@@ -604,8 +610,34 @@ def variational_iteration(X, y, sq, state, cfg, consts, lams, inner_max_iter,
     if value < start + gain:
         # the re-optimized auxiliaries lost to rounding: keep the old ones
         value, aux = start + gain, state.aux
+    # over-relaxation [SR]: try q0 + omega (q1 - q0) (tangent / log scale)
+    old_beta, old_eta = state.beta, state.eta
     state.beta, state.eta, state.value, state.aux = beta, eta, value, aux
-    return value
+    if state.omega > 1.0:
+        ext = [_extrapolate(q0, q1, state.omega)
+               for q0, q1 in ((old_beta, beta), (old_eta, eta))]
+        try:
+            with np.errstate(all="ignore"):
+                v_ext, aux_ext = objective_and_aux(X, y, sq, ext[0], ext[1], cfg,
+                                                   consts, lams, c_init=aux[2])
+        except (ValueError, FloatingPointError):
+            v_ext = -np.inf
+        if np.isfinite(v_ext) and v_ext > value:
+            state.beta, state.eta, state.value, state.aux = ext[0], ext[1], v_ext, aux_ext
+            state.omega = min(2.0 * state.omega, _MAX_OMEGA)
+        else:
+            state.omega = _MIN_OMEGA
+    return state.value
+
+
+def _extrapolate(q0, q1, omega):
+    """q0 + omega (q1 - q0): mean directions along the chord then normalized,
+    kappa, r, s in log scale."""
+    mu = q0.mu + omega * (q1.mu - q0.mu)
+    mu /= np.linalg.norm(mu, axis=1, keepdims=True)
+    logs = [np.exp(np.clip(np.log(a) + omega * (np.log(b) - np.log(a)), -20.0, 20.0))
+            for a, b in ((q0.kappa, q1.kappa), (q0.r, q1.r), (q0.s, q1.s))]
+    return VMFGammaParams(mu, *logs)
 
 
 def fit_variational(X, y, n_components, *, method="vi", kappa_prior=1.0, mu0=None,
@@ -891,6 +923,7 @@ class GaussianState:
     covs: list
     aux: tuple = None
     value: float = None
+    omega: float = 2.0
 
 
 def gaussian_init(K, p, sigma, rng, init_scale=1.0):
@@ -924,9 +957,23 @@ def gaussian_iteration(X, y, sq, state, sigma):
     p = state.means[0].shape[1]
     eye = np.eye(p) / sigma**2
     lik = _FixedAuxLikelihood(X, y, sq, state.aux, True)
+    old_means = [m.copy() for m in state.means]
     for j, (b, _, Q) in enumerate(lik.stats):
         chol = np.linalg.cholesky(eye[None] - 2.0 * Q)
         inv_chol = np.linalg.inv(chol)
         state.covs[j] = np.matmul(np.swapaxes(inv_chol, 1, 2), inv_chol)
         state.means[j] = np.matmul(state.covs[j], b[:, :, None])[:, :, 0]
-    return gaussian_objective_and_aux(X, y, state, sigma, c_init=state.aux[2])
+    value = gaussian_objective_and_aux(X, y, state, sigma, c_init=state.aux[2])
+    # over-relaxation of the means [SR] (the covariances keep their update)
+    if state.omega > 1.0:
+        ext = GaussianState([m0 + state.omega * (m1 - m0)
+                             for m0, m1 in zip(old_means, state.means, strict=True)],
+                            state.covs)
+        with np.errstate(all="ignore"):
+            v_ext = gaussian_objective_and_aux(X, y, ext, sigma, c_init=state.aux[2])
+        if np.isfinite(v_ext) and v_ext > value:
+            state.means, state.aux, state.value = ext.means, ext.aux, v_ext
+            state.omega = min(2.0 * state.omega, _MAX_OMEGA)
+        else:
+            state.omega = _MIN_OMEGA
+    return state.value
