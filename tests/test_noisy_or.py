@@ -1,5 +1,6 @@
 """NoisyORFactorizer: recovery, bounds, reproducibility, API and bad input."""
 
+import copy
 import itertools
 import pickle
 import warnings
@@ -9,6 +10,7 @@ import pytest
 import scipy.sparse as sp
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.optimize import linear_sum_assignment
+from scipy.special import expit
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.linear_model import LogisticRegression
@@ -19,6 +21,10 @@ from skbinvi import NoisyORFactorizer
 from skbinvi.datasets import make_noisy_or
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+# The recovery tests train to convergence (the defaults stop after 10 epochs,
+# when the posterior features are good but the patterns not yet sharp).
+LONG_TRAINING = dict(max_iter=100, n_mc_samples=10, batch_size=128)
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +93,7 @@ def test_parameter_recovery(synthetic, inference, learning_rate):
     X, truth = synthetic
     models = [
         NoisyORFactorizer(8, inference=inference, learning_rate=learning_rate,
-                          random_state=seed).fit(X)
+                          **LONG_TRAINING, random_state=seed).fit(X)
         for seed in range(6)
     ]
     recovered = [
@@ -103,7 +109,7 @@ def test_parameter_recovery(synthetic, inference, learning_rate):
     # The exact ELBO (enumeration) bounds log p(x) row by row, and the Monte
     # Carlo estimate of score_samples agrees with it on average.
     exact = _exact_elbo(X, model.components_, model.leak_, model.prior_,
-                        model.transform(X))
+                        expit(model.transform(X)))
     assert np.all(exact <= ll_fit + 1e-9)
     elbo = model.score_samples(X)
     assert abs(elbo.mean() - exact.mean()) < 0.05
@@ -123,10 +129,14 @@ def test_elbo_rises_and_matches_score(synthetic, inference):
     # and score (100 samples, final parameters) estimate the same objective
     # ("svi": score re-optimizes the rows' logits from the prior, so it can
     # only do better than the few steps per visit of training, up to noise)
+    # the amortized methods' score refines the encoder's output (n_refine_steps),
+    # so it can only do better than the encoder alone, up to noise)
     if inference == "svi":
         assert model.score(X) > history[-1] - 0.15
     else:
-        assert abs(history[-1] - model.score(X)) < 0.15
+        encoder_only = copy.deepcopy(model).set_params(n_refine_steps=0)
+        assert abs(history[-1] - encoder_only.score(X)) < 0.15
+        assert model.score(X) > encoder_only.score(X) - 0.02
 
 
 def test_svi_recovers_patterns_and_transform_maximizes_the_elbo(synthetic):
@@ -138,7 +148,7 @@ def test_svi_recovers_patterns_and_transform_maximizes_the_elbo(synthetic):
     """
     X, truth = synthetic
     models = [NoisyORFactorizer(8, inference="svi", learning_rate=0.03,
-                                random_state=seed).fit(X)
+                                **LONG_TRAINING, random_state=seed).fit(X)
               for seed in range(3)]
     recovered = [
         int((_matched_cosines(truth.components, m.components_) >= 0.95).sum())
@@ -171,9 +181,13 @@ def test_iwae_bound_lies_between_elbo_and_log_likelihood(synthetic, inference):
     model = NoisyORFactorizer(8, inference=inference, max_iter=20,
                               random_state=0).fit(X)
     ll = _exact_log_likelihood(X, model.components_, model.leak_, model.prior_)
-    elbo = model.score_samples(X)
+    # the exact ELBO of q (enumeration): with the refined posterior of "acp"
+    # it is within Monte Carlo error of log p(x), hence the tolerance
+    elbo = _exact_elbo(X, model.components_, model.leak_, model.prior_,
+                       expit(model.transform(X)))
     iwae = model.score_samples(X, method="iwae", n_samples=2000)
-    assert elbo.mean() < iwae.mean() <= ll.mean() + 0.01
+    assert elbo.mean() < iwae.mean() + 0.01
+    assert iwae.mean() <= ll.mean() + 0.01
     # the importance-weighted estimate is tight: within 0.05 nats of log p(x)
     # (not for "jj", whose E-step q is overconfident: a poor proposal, 14 nats
     # below log p(x) here with 2000 samples)
@@ -204,14 +218,14 @@ def test_jj_em_is_monotone_bounds_the_elbo_and_recovers_patterns(synthetic):
     recovered = int((_matched_cosines(truth.components, model.components_) >= 0.95).sum())
     assert recovered >= 6, recovered
     # the bound of the E-step's q is below the exact ELBO of that q
-    from skbinvi.noisy_or import _jj
+    from skbinvi.noisy_or import _jaakkola_jordan as jj
 
     rows = sp.csr_matrix(X[:50])
     logit_q = model._posterior_logits(rows)
     indptr, indices = rows.indptr.astype(np.int64), rows.indices.astype(np.int64)
-    weights = _jj.jj_init_r(indptr, indices, model._theta)
+    weights = jj.jj_init_r(indptr, indices, model._theta)
     bound = np.empty(50)
-    _jj.jj_e_step(indptr, indices, model._theta, model._leak, model._colsum,
+    jj.jj_e_step(indptr, indices, model._theta, model._leak, model._colsum,
                   model._leak_sum[0], logit_q, model._logit_prior, weights, 50, 0.0,
                   bound)
     exact = _exact_elbo(X[:50], model.components_, model.leak_, model.prior_,
@@ -295,7 +309,9 @@ def test_transform_is_deterministic_and_row_independent(small, inference):
     assert_allclose(model.transform(small[50:60]), full[50:60], rtol=1e-12)
     assert_allclose(model.score_samples(small[50:60]),
                     model.score_samples(small)[50:60], rtol=1e-12)
-    assert np.all((full >= 0) & (full <= 1))
+    assert np.all(np.isfinite(full))
+    model.set_params(transform_output="probability")
+    assert_allclose(model.transform(small), expit(full), rtol=1e-12)
 
 
 def test_binarize_policy(small):
@@ -376,7 +392,7 @@ def test_convergence_warning_and_verbose(small, capsys):
         warnings.simplefilter("ignore", ConvergenceWarning)
         NoisyORFactorizer(3, max_iter=2, verbose=1, random_state=0).fit(small)
     out = capsys.readouterr().out
-    assert "Epoch 2" in out and "ELBO" in out and "temperature" in out
+    assert "iteration 2: ELBO" in out and "nats/sample" in out
 
 
 def test_temperature_schedule():

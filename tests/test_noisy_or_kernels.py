@@ -227,7 +227,7 @@ def test_estimator_gradients_finite_differences(inference, activation):
         activation=activation, n_mc_samples=3,
     )
     rng = np.random.RandomState(0)
-    est._initialize(X, rng)
+    est._initialize(X, None, rng)
     for p in est._parameters():  # move away from the symmetric initialization
         p += 0.3 * rng.normal(size=p.shape)
     est._sync_constrained()

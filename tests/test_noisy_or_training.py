@@ -84,7 +84,7 @@ def test_row_sparse_epochs_match_dense_reference(inference, window, monkeypatch)
     slow.n_features_in_ = X.shape[1]
     X = slow._check_X(X, reset=True)
     rng = np.random.RandomState(0)
-    slow._initialize(X, rng)
+    slow._initialize(X, None, rng)
     for _ in range(2):
         _reference_epoch(slow, X, rng, window)
     # every batch leaves some features inactive, so the delayed rows matter
@@ -114,7 +114,7 @@ def test_minibatches_without_active_features(inference):
 
 def test_window_is_short_on_reuters_and_grows_on_wide_sparse_data():
     X = load_reuters(subset="train").data
-    est = NoisyORFactorizer()
+    est = NoisyORFactorizer(batch_size=128, n_mc_samples=10)
     est.n_features_in_ = X.shape[1]
     n_batches = -(-X.shape[0] // est.batch_size)
     # 939 words, ~3.9 per headline: the delayed updates are every other step

@@ -11,6 +11,35 @@ differences in ``tests/test_noisy_or_kernels.py``.
 import numpy as np
 
 
+#: Power of the document length by which the encoder's input row is divided
+#: (1: the mean of the active features' first-layer weights).
+LENGTH_POWER = 1.0
+
+
+def normalize_rows(X, indptr):
+    """X with every row divided by its number of active features (to a power).
+
+    The encoder sees a document of any length the same way: the first hidden
+    layer's input is the average of the active features' weights, not their
+    sum, whose scale grows with the length. Empty rows stay empty.
+
+    Parameters
+    ----------
+    X : csr_matrix of shape (B, D), binary
+    indptr : int64 array of shape (B + 1,)
+        ``X.indptr``.
+
+    Returns
+    -------
+    csr_matrix of shape (B, D), float64
+        Same structure as X (a new matrix; X is not modified).
+    """
+    lengths = np.diff(indptr)
+    scale = 1.0 / np.maximum(lengths, 1) ** LENGTH_POWER
+    data = np.repeat(scale, lengths) * X.data
+    return type(X)((data, X.indices, X.indptr), shape=X.shape)
+
+
 def init_layer(fan_in, fan_out, rng):
     """Glorot-uniform weights (as scikit-learn's MLP) and zero intercepts.
 

@@ -1,6 +1,6 @@
 """Numba kernels of the noisy-OR model: ELBO, its gradients and the ACP encoder head.
 
-Notation (METHODS.md section 2, [Yan] supplement): D features, K causes, a batch
+Notation (the User Guide, doc/modules/noisy_or.rst, and [Yan] supplement): D features, K causes, a batch
 of B binary rows in CSR form (``indptr``, ``indices``: the active set A_n of row
 n). ``theta`` has shape (D, K) (the transpose of ``components_``, so that the
 weights of one active feature are contiguous), ``leak`` is theta_0 (D,),
@@ -327,6 +327,10 @@ def acp_backward(indptr, indices, g_logit_q, psi, pre, theta, hidden, coef_out,
         g_theta_dense[k] -= g_total[k]
 
 
+# Cap of e^{-v} in the ratios of the local targets: 1 - e^{-v} >= 1e-12.
+_E_MAX = 1.0 - 1e-12
+
+
 @njit
 def _local_targets_row(indptr, indices, theta, leak, colsum, logit_q_row, logit_prior,
                        uniforms, n, q, z, exp_theta, ratio, out):
@@ -339,7 +343,9 @@ def _local_targets_row(indptr, indices, theta, leak, colsum, logit_q_row, logit_
     block of samples are multiplied before one log is taken, so the cost is
     O(S nnz K) multiplications and O(nnz (K + S)) transcendental functions.
     (1 - e^{-v} is computed as 1 minus a product, which loses relative
-    precision only when v is below ~1e-8.)
+    precision only when v is below ~1e-8; e^{-v} is capped at ``_E_MAX``, so
+    that a feature with no leak and no active cause, v = 0, gives a finite
+    ratio of at most 1e12 instead of a division by zero.)
     """
     K = theta.shape[1]
     S = uniforms.shape[0]
@@ -361,11 +367,15 @@ def _local_targets_row(indptr, indices, theta, leak, colsum, logit_q_row, logit_
             u = leak[i]
             for k in range(K):
                 u += theta[i, k] * z[k]
-            e = math.exp(-u)
+            e = min(math.exp(-u), _E_MAX)
             for k in range(K):
                 # (1 - e^{-(u|z_k=1)}) / (1 - e^{-(u|z_k=0)})
                 if z[k] > 0.0:
-                    ratio[j, k] *= (1.0 - e) / (1.0 - e / exp_theta[j, k])
+                    if exp_theta[j, k] > 0.0:
+                        e0 = min(e / exp_theta[j, k], _E_MAX)
+                    else:  # theta_ik > ~745: e^{-theta} underflows
+                        e0 = min(math.exp(theta[i, k] - u), _E_MAX)
+                    ratio[j, k] *= (1.0 - e) / (1.0 - e0)
                 else:
                     ratio[j, k] *= (1.0 - e * exp_theta[j, k]) / (1.0 - e)
         if (s + 1) % 8 == 0 or s == S - 1:  # bounded products: no overflow

@@ -1,7 +1,7 @@
 """Jaakkola-Jordan / Singliar-Hauskrecht variational EM for the noisy-OR model ("jj").
 
-This is the non-amortized "LB-CDI" baseline of [Yan] (METHODS.md section 2,
-item (d)). Model: ``z_k ~ Bern(mu_k)`` and
+This is the non-amortized "LB-CDI" baseline of [Yan] (User Guide,
+doc/modules/noisy_or.rst, section on "jj"). Model: ``z_k ~ Bern(mu_k)`` and
 ``p(x_i = 0 | z) = exp(-theta_i0 - sum_k theta_ik z_k)`` with theta >= 0.
 
 **The bound.** f(u) = log(1 - exp(-u)) is concave, so for weights r_ik >= 0
@@ -406,13 +406,15 @@ def _solve_r_entry(t0, th, q, r, work, max_iter, tol):
             else:
                 s = _solve_psi(w, t0, s_work[k])
             s_work[k] = s
-            rk = th[k] / s
+            # s underflows to 0 when q_k or lambda is below ~1e-300 (a flat
+            # bound): r_k is then unbounded, S = inf, and lambda moves up
+            rk = th[k] / s if s > 0.0 else math.inf
             r_new[k] = rk
             S += rk
             fp = dlog1mexp(t0 + s)
-            dphi = s * fp * (1.0 + fp)
-            if dphi > 0.0:
-                dS -= rk / (s * q[k] * dphi)
+            den = s * q[k] * s * fp * (1.0 + fp)
+            if den > 0.0 and math.isfinite(rk):
+                dS -= rk / den
         if abs(S - 1.0) <= tol:
             converged = True
             break
@@ -527,7 +529,7 @@ def jj_bound(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     j the CSR entry (n, i), the r -> 0 limit ``r f(t0 + t / r) -> 0`` for
     t > 0, and f evaluated at ``max(theta_i0, LEAK_FLOOR)`` ([JJ], [SH],
     [Yan] supplement: LB-CDI). It is a lower bound on the
-    true ELBO (METHODS.md section 2) whenever each ``r[j]`` lies on the
+    true ELBO (User Guide, doc/modules/noisy_or.rst) whenever each ``r[j]`` lies on the
     simplex. Cost O(nnz K).
 
     Parameters

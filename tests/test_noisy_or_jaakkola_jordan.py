@@ -15,9 +15,9 @@ from scipy.optimize import linear_sum_assignment
 from scipy.special import expit, log_expit, logit
 
 from skbinvi.datasets import make_noisy_or
-from skbinvi.noisy_or import _jj
+from skbinvi.noisy_or import _jaakkola_jordan as jj
 
-FLOOR = _jj.LEAK_FLOOR
+FLOOR = jj.LEAK_FLOOR
 
 
 # ----------------------------------------------------------------------------
@@ -101,7 +101,7 @@ def _true_elbo(X, theta, leak, logit_q, logit_prior):
 
 def _bound(X, theta, leak, logit_q, logit_prior, r):
     out = np.empty(X.shape[0])
-    _jj.jj_bound(*_csr(X), theta, leak, theta.sum(0), leak.sum(), logit_q,
+    jj.jj_bound(*_csr(X), theta, leak, theta.sum(0), leak.sum(), logit_q,
                  logit_prior, r, out)
     return out
 
@@ -138,13 +138,13 @@ def test_bound_below_true_elbo(seed, K):
     bound_random = _bound(X, theta, leak, logit_q, logit_prior, r)
     assert np.all(bound_random <= elbo + 1e-10)
     # optimal r for this q
-    _jj.jj_update_r(*_csr(X), theta, leak, logit_q, r, 200, 1e-12)
+    jj.jj_update_r(*_csr(X), theta, leak, logit_q, r, 200, 1e-12)
     bound_opt = _bound(X, theta, leak, logit_q, logit_prior, r)
     assert np.all(bound_opt >= bound_random - 1e-12)
     assert np.all(bound_opt <= elbo + 1e-10)
     # after a full E-step (q changes too): compare with the ELBO at the new q
     out = np.empty(X.shape[0])
-    _jj.jj_e_step(*_csr(X), theta, leak, theta.sum(0), leak.sum(), logit_q,
+    jj.jj_e_step(*_csr(X), theta, leak, theta.sum(0), leak.sum(), logit_q,
                   logit_prior, r, 10, 0.0, out)
     elbo = _true_elbo(X, theta, leak, logit_q, logit_prior)
     assert np.all(out <= elbo + 1e-10)
@@ -166,7 +166,7 @@ def test_r_update_tight_when_causes_are_certain(seed):
     X, theta, leak, _, logit_prior, r = _problem(seed, K=5)
     theta[:, 0] = np.maximum(theta[:, 0], 0.1)  # no all-zero row of theta
     logit_q = np.full((X.shape[0], 5), 40.0)  # q = 1 in double precision
-    _jj.jj_update_r(*_csr(X), theta, leak, logit_q, r, 200, 1e-12)
+    jj.jj_update_r(*_csr(X), theta, leak, logit_q, r, 200, 1e-12)
     expected = theta[X.indices] / theta[X.indices].sum(axis=1, keepdims=True)
     assert_allclose(r, expected, rtol=1e-8, atol=1e-12)
     assert_allclose(_bound(X, theta, leak, logit_q, logit_prior, r),
@@ -187,7 +187,7 @@ def test_q_update_matches_reference():
         gain = np.where(R > 0, R * (_f(t0 + theta[None] / R) - _f(t0)), 0.0)
     expected = logit_prior + (x[:, :, None] * gain).sum(axis=1) - (1 - x) @ theta
     out = np.empty(X.shape[0])
-    _jj.jj_update_q(*_csr(X), theta, leak, theta.sum(0), leak.sum(), logit_q,
+    jj.jj_update_q(*_csr(X), theta, leak, theta.sum(0), leak.sum(), logit_q,
                     logit_prior, r, out)
     assert_allclose(logit_q, expected, rtol=1e-10, atol=1e-9)
     assert_allclose(out, _reference_bound(X, theta, leak, logit_q, logit_prior, r),
@@ -206,17 +206,17 @@ def test_e_step_sweeps_never_decrease_the_bound(seed):
     out = np.empty(B)
     for _ in range(8):
         # the two half steps separately ...
-        _jj.jj_update_q(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
+        jj.jj_update_q(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
                         logit_prior, r, out)
         assert np.all(out >= previous - 1e-12 * (1 + np.abs(previous)))
         half = out.copy()
-        _jj.jj_update_r(indptr, indices, theta, leak, logit_q, r, 200, 1e-12)
+        jj.jj_update_r(indptr, indices, theta, leak, logit_q, r, 200, 1e-12)
         current = _bound(X, theta, leak, logit_q, logit_prior, r)
         assert np.all(current >= half - 1e-12 * (1 + np.abs(half)))
         assert_allclose(r.sum(axis=1), 1.0, rtol=1e-12)
         assert np.all(r >= 0)
         # ... and one sweep of the E-step kernel
-        _jj.jj_e_step(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
+        jj.jj_e_step(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
                       logit_prior, r, 1, 0.0, out)
         assert np.all(out >= current - 1e-12 * (1 + np.abs(current)))
         assert_allclose(out, _bound(X, theta, leak, logit_q, logit_prior, r),
@@ -234,7 +234,7 @@ def test_r_update_is_optimal_for_fixed_q(seed, extreme):
     """Beats random and local perturbations on the simplex; satisfies the KKT."""
     rng = np.random.default_rng(100 + seed)
     X, theta, leak, logit_q, logit_prior, r = _problem(seed, K=5, extreme=extreme)
-    _jj.jj_update_r(*_csr(X), theta, leak, logit_q, r, 200, 1e-12)
+    jj.jj_update_r(*_csr(X), theta, leak, logit_q, r, 200, 1e-12)
     q = expit(logit_q)
     rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
     for j, (n, i) in enumerate(zip(rows, X.indices, strict=True)):
@@ -272,7 +272,7 @@ def test_feature_bound_is_the_theta_part_of_the_total(seed):
     X, theta, leak, logit_q, logit_prior, r = _problem(seed, B=9, D=14)
     leak = np.maximum(leak, FLOOR)
     out = np.empty(theta.shape[0])
-    _jj.jj_feature_bound(*_csr(X), logit_q, r, theta, leak, out)
+    jj.jj_feature_bound(*_csr(X), logit_q, r, theta, leak, out)
     total = out.sum() - _kl(logit_q, logit_prior).sum()
     assert_allclose(total, _total_bound(X, theta, leak, logit_q, logit_prior, r),
                     rtol=1e-12)
@@ -285,7 +285,7 @@ def test_m_step_never_decreases_the_bound(seed, extreme):
                                                        extreme=extreme)
     leak = np.maximum(leak, FLOOR)
     before = _total_bound(X, theta, leak, logit_q, logit_prior, r)
-    gain = _jj.jj_m_step(*_csr(X), logit_q, r, theta, leak, logit_prior, 3, 1e-12)
+    gain = jj.jj_m_step(*_csr(X), logit_q, r, theta, leak, logit_prior, 3, 1e-12)
     after = _total_bound(X, theta, leak, logit_q, logit_prior, r)
     assert gain >= 0.0
     assert after >= before - 1e-9 * abs(before)
@@ -302,9 +302,9 @@ def test_m_step_reaches_the_constrained_maximum(seed):
     indptr, indices = _csr(X)
     for _ in range(3):  # a few EM rounds so that some weights hit zero
         out = np.empty(X.shape[0])
-        _jj.jj_e_step(indptr, indices, theta, leak, theta.sum(0), leak.sum(),
+        jj.jj_e_step(indptr, indices, theta, leak, theta.sum(0), leak.sum(),
                       logit_q, logit_prior, r, 3, 0.0, out)
-        _jj.jj_m_step(indptr, indices, logit_q, r, theta, leak, logit_prior, 100,
+        jj.jj_m_step(indptr, indices, logit_q, r, theta, leak, logit_prior, 100,
                       0.0)
 
     def total(th, lk):
@@ -336,7 +336,7 @@ def test_m_step_reaches_the_constrained_maximum(seed):
 @pytest.mark.parametrize("seed", range(3))
 def test_em_is_monotone(seed):
     X, theta, leak, _, logit_prior, _ = _problem(seed, B=40, D=12, K=4)
-    fit = _jj.jj_fit_em(X, theta, leak, logit_prior, n_iter=15, n_inner=2,
+    fit = jj.jj_fit_em(X, theta, leak, logit_prior, n_iter=15, n_inner=2,
                         n_newton=3)
     trace = np.concatenate([[fit.bound_init],
                             np.column_stack([fit.bound_e, fit.bound_m]).ravel()])
@@ -367,7 +367,7 @@ def test_em_on_synthetic_data_finds_patterns():
                              leak=0.01, sparse=True, random_state=0)
     rng = np.random.default_rng(0)
     theta0 = rng.uniform(0.05, 0.5, size=(D, K))
-    fit = _jj.jj_fit_em(X, theta0, np.full(D, 0.05), np.full(K, logit(0.2)),
+    fit = jj.jj_fit_em(X, theta0, np.full(D, 0.05), np.full(K, logit(0.2)),
                         n_iter=60, n_inner=3, n_newton=5)
     per_row_init = fit.bound_init / N
     per_row = fit.bound_m[-1] / N
@@ -376,7 +376,7 @@ def test_em_on_synthetic_data_finds_patterns():
     assert np.sum(matched >= 0.9) >= 2, matched
     assert_allclose(expit(fit.logit_prior), expit(fit.logit_q).mean(axis=0))
 
-    at_truth = _jj.jj_fit_em(X, truth.components.T, truth.leak,
+    at_truth = jj.jj_fit_em(X, truth.components.T, truth.leak,
                              logit(truth.prior), n_iter=20, n_inner=3, n_newton=5)
     assert np.all(_matched_cosines(truth.components, at_truth.theta.T) >= 0.95)
     assert at_truth.bound_m[-1] > fit.bound_m[-1]
