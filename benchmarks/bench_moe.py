@@ -1,31 +1,43 @@
-"""Benchmark of DiversityMixtureOfExperts on UCI Adult: training time per method.
+"""Benchmark of DiversityMixtureOfExperts: live gates, accuracy against baselines, speed.
 
 Run from the repository root::
 
-    python benchmarks/bench_moe.py            # full run (~15 min, 2 cores)
-    python benchmarks/bench_moe.py --quick    # smoke run (< 1 min)
+    python benchmarks/bench_moe.py                 # full run (~30 min on 2 shared cores)
+    python benchmarks/bench_moe.py --quick         # smoke run (a few minutes)
+    python benchmarks/bench_moe.py --sections two_regimes,nonlinear
 
-Data: :func:`skbinvi.datasets.load_adult` (a9a encoding, 32,561 x 123
-binary features, CSR; the estimator appends the intercept column).
+Sections (every one prints a table; everything is written to ``--out`` as JSON
+with machine info):
 
+two_regimes
+    Issue 12's task: 2,000 training and 2,000 test rows, 20 standard normal
+    features, the sign of x_0 decides which side of x_1 is class 1, 5% of the
+    labels flipped (ceiling 0.95), K = 4. Every method with its defaults,
+    beside LogisticRegression, HistGradientBoostingClassifier and a logistic
+    regression per regime with the true gate (the ceiling of linear experts).
+    Seeds 0-2 (train seed s, test seed s + 100).
+adult_start
+    Adult, 4,000 random training rows (seed 0), K = 5, ``max_iter=40``, "vi"
+    and "pr" from ``init="bmemg"`` (default) and ``init="random"`` (the old
+    start): mean expert and gate angles, mean max gate probability, the ELBO
+    (nats, total), experts in use, test accuracy on the full test set, seconds.
+nonlinear
+    Small real or classic non-linear tasks, standardized features, 5-fold
+    stratified cross-validated accuracy (seed 0): breast cancer, digits
+    (3 vs 8, 1 vs 7, even vs odd), make_moons, make_circles, Adult (4,000 rows);
+    the mixture (vi, K = 4) against one LogisticRegression and
+    HistGradientBoostingClassifier.
 k30
-    One fit per method at K = 30 on the full training set with the settings of
-    ``examples/plot_adult_experts.py`` (``max_iter=40`` for the variational
-    methods, 300 burn-in + 200 kept sweeps for MCMC): training seconds,
-    iterations or sweeps, test accuracy and the MCMC acceptance rates (expert
-    direction, expert magnitude, gate direction, gate magnitude), beside the paper's hours ([Xie]:
-    VI 2.9 h, MCMC 7.5 h, PR 3.3 h for K = 30 on Adult-9).
-per_iteration
-    Seconds per outer iteration ("vi", "pr", Gaussian "vi") or per sweep
-    ("mcmc", Gaussian "mcmc") as (t(long) - t(short)) / (extra iterations),
-    which removes the fixed cost of a fit (validation, the statistics set-up,
-    the chain's start), for n in {4,000, 8,000, 16,000, 32,561} at K = 10 and
-    for K in {5, 10, 20, 30} on the full set. ``tol=0`` so that every
-    iteration runs.
-
-Runs in this process, one configuration after the other (the first call of
-each kernel compiles it; a warm-up fit runs first). Everything printed is
-also written to ``--out`` (JSON, with machine info).
+    Full Adult (32,561 x 123), K = 30, every method with ``max_iter=40``
+    (MCMC: 300 burn-in + 200 kept sweeps), training seconds, test accuracy,
+    experts in use, beside the paper's hours ([Xie]: VI 2.9 h, MCMC 7.5 h,
+    PR 3.3 h).
+iteration_cost
+    Seconds per "vi" iteration, (t(long) - t(short)) / (extra iterations),
+    on the full Adult for K in {5, 10, 30}, against the cost of K weighted
+    logistic-regression gradient evaluations on the same data (X^T (w_k *
+    (sigmoid(X b_k) - y)) for k = 1..K, sparse), the floor of any method that
+    touches the data once per expert and iteration.
 """
 
 import argparse
@@ -39,13 +51,23 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from bench_noisy_or import _import_skbinvi, machine_info, table  # noqa: E402
+from _harness import import_skbinvi, machine_info, table  # noqa: E402
 
-_import_skbinvi()
+import_skbinvi()
 
+import numpy as np  # noqa: E402
+import scipy.sparse as sp  # noqa: E402
+from scipy import special  # noqa: E402
+from sklearn.datasets import load_breast_cancer, load_digits, make_circles, make_moons  # noqa: E402,E501
+from sklearn.ensemble import HistGradientBoostingClassifier  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
+from sklearn.linear_model import LogisticRegression  # noqa: E402
+from sklearn.model_selection import StratifiedKFold, cross_val_score  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.preprocessing import StandardScaler  # noqa: E402
 
 from skbinvi import DiversityMixtureOfExperts  # noqa: E402
+from skbinvi._base import UnusedLatentWarning  # noqa: E402
 from skbinvi.datasets import load_adult  # noqa: E402
 
 METHODS = {
@@ -56,95 +78,239 @@ METHODS = {
     "mcmc-gauss": dict(inference="mcmc", prior="gaussian"),
 }
 PAPER_HOURS = {"vi": 2.9, "pr": 3.3, "mcmc": 7.5}
+SECTIONS = ("two_regimes", "adult_start", "nonlinear", "k30", "iteration_cost")
 
 
-def fit(X, y, K, params, **kw):
+def two_regimes(n, seed, p=20, flip=0.05):
+    """The task of issue 12 (as tests/test_experts_estimator.py::two_regimes)."""
+    rng = np.random.RandomState(seed)
+    X = rng.normal(size=(n, p))
+    y = np.where(X[:, 0] > 0, X[:, 1] > 0, X[:, 1] < 0).astype(int)
+    flipped = rng.rand(n) < flip
+    y[flipped] = 1 - y[flipped]
+    return X, y
+
+
+def timed_fit(model, X, y):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        model = DiversityMixtureOfExperts(K, random_state=0, **params, **kw)
+        warnings.simplefilter("ignore", UnusedLatentWarning)
         tic = time.perf_counter()
         model.fit(X, y)
     return model, time.perf_counter() - tic
 
 
-def per_iteration(X, y, K, params, short, long):
-    """Seconds per iteration (variational) or sweep (MCMC), fixed cost removed."""
-    if params["inference"] == "mcmc":
-        kw = [dict(burn_in=0, n_samples=s) for s in (short, long)]
-    else:
-        kw = [dict(max_iter=s, tol=0.0) for s in (short, long)]
-    t_short = fit(X, y, K, params, **kw[0])[1]
-    t_long = fit(X, y, K, params, **kw[1])[1]
-    return (t_long - t_short) / (long - short), t_short
+def section_two_regimes(quick):
+    seeds = [0] if quick else [0, 1, 2]
+    out, rows = {}, []
+    models = {name: (lambda p=p: DiversityMixtureOfExperts(4, random_state=0, **p))
+              for name, p in METHODS.items() if name != "mcmc-gauss"}
+    models["LogisticRegression"] = LogisticRegression
+    models["HistGradientBoosting"] = lambda: HistGradientBoostingClassifier(random_state=0)
+    for name, make in models.items():
+        accs, secs = [], []
+        for s in seeds:
+            X, y = two_regimes(2000, s)
+            Xt, yt = two_regimes(2000, s + 100)
+            model, sec = timed_fit(make(), X, y)
+            accs.append(model.score(Xt, yt))
+            secs.append(sec)
+        out[name] = dict(accuracy=[round(a, 4) for a in accs],
+                         seconds=[round(t, 3) for t in secs])
+        rows.append([name, " ".join(f"{a:.3f}" for a in accs), f"{np.mean(accs):.3f}",
+                     f"{np.mean(secs):.2f}"])
+    oracle = []
+    for s in seeds:
+        X, y = two_regimes(2000, s)
+        Xt, yt = two_regimes(2000, s + 100)
+        hits = 0
+        for side in (True, False):
+            tr, te = (X[:, 0] > 0) == side, (Xt[:, 0] > 0) == side
+            hits += np.sum(LogisticRegression().fit(X[tr], y[tr]).predict(Xt[te]) == yt[te])
+        oracle.append(hits / len(yt))
+    out["oracle_gate_LR"] = dict(accuracy=[round(a, 4) for a in oracle])
+    rows.append(["LR per regime, true gate", " ".join(f"{a:.3f}" for a in oracle),
+                 f"{np.mean(oracle):.3f}", ""])
+    table(["method", "accuracy per seed", "mean", "fit s"], rows,
+          title="two regimes: 2,000 rows, 20 features, 5% flipped labels, K = 4")
+    return out
+
+
+def _adult_subset(n=4000):
+    X, y = load_adult(return_X_y=True)
+    idx = np.random.RandomState(0).choice(X.shape[0], n, replace=False)
+    return X[idx], y[idx]
+
+
+def section_adult_start(quick):
+    X, y = _adult_subset(1000 if quick else 4000)
+    Xt, yt = load_adult(subset="test", return_X_y=True)
+    out, rows = {}, []
+    for inference in ("vi", "pr"):
+        for init in ("bmemg", "random"):
+            model, sec = timed_fit(DiversityMixtureOfExperts(
+                5, inference=inference, init=init, max_iter=40, random_state=0), X, y)
+            entry = dict(expert_angle=float(model.expert_angle_mean_[0]),
+                         gate_angle=float(model.gate_angle_mean_[0]),
+                         max_gate=float(model.transform(X).max(axis=1).mean()),
+                         elbo_total=float(model.elbo_ * X.shape[0]),
+                         n_active=int(model.n_active_experts_[0]),
+                         responsibility_entropy=float(model.responsibility_entropy_[0]),
+                         accuracy=float(model.score(Xt, yt)), seconds=sec,
+                         n_iter=int(model.n_iter_))
+            out[f"{inference}-{init}"] = entry
+            rows.append([inference, init, f"{entry['expert_angle']:.3f}",
+                         f"{entry['gate_angle']:.3f}", f"{entry['max_gate']:.3f}",
+                         f"{entry['elbo_total']:.0f}", entry["n_active"],
+                         f"{entry['accuracy']:.4f}", f"{sec:.1f}", entry["n_iter"]])
+    table(["method", "init", "expert angle", "gate angle", "max gate p", "ELBO (nats)",
+           "active", "test acc", "fit s", "iters"], rows,
+          title=f"Adult, {X.shape[0]} rows, K = 5, max_iter = 40")
+    return out
+
+
+def _tasks(quick):
+    tasks = {}
+    Xb, yb = load_breast_cancer(return_X_y=True)
+    tasks["breast_cancer"] = (Xb, yb)
+    Xd, yd = load_digits(return_X_y=True)
+    for a, b in ((3, 8), (1, 7)):
+        keep = np.isin(yd, (a, b))
+        tasks[f"digits {a} vs {b}"] = (Xd[keep], (yd[keep] == a).astype(int))
+    tasks["digits even vs odd"] = (Xd, (yd % 2 == 0).astype(int))
+    tasks["moons (noise 0.3)"] = make_moons(1000, noise=0.3, random_state=0)
+    tasks["circles (noise 0.1)"] = make_circles(1000, noise=0.1, factor=0.5,
+                                                random_state=0)
+    if not quick:
+        Xa, ya = _adult_subset(4000)
+        tasks["adult 4k"] = (Xa.toarray(), ya)
+    return tasks
+
+
+def section_nonlinear(quick):
+    cv = StratifiedKFold(3 if quick else 5, shuffle=True, random_state=0)
+    models = {
+        "MoE vi K=4": lambda: DiversityMixtureOfExperts(4, random_state=0),
+        "MoE Gaussian vi K=4": lambda: DiversityMixtureOfExperts(4, prior="gaussian",
+                                                                 random_state=0),
+        "LogisticRegression": lambda: LogisticRegression(max_iter=2000),
+        "HistGradientBoosting": lambda: HistGradientBoostingClassifier(random_state=0),
+    }
+    out, rows = {}, []
+    for task, (X, y) in _tasks(quick).items():
+        entry, row = {}, [task, X.shape[0], X.shape[1]]
+        for name, make in models.items():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                warnings.simplefilter("ignore", UnusedLatentWarning)
+                tic = time.perf_counter()
+                scores = cross_val_score(make_pipeline(StandardScaler(), make()), X, y,
+                                         cv=cv)
+            entry[name] = dict(accuracy=float(scores.mean()), std=float(scores.std()),
+                               seconds=time.perf_counter() - tic)
+            row.append(f"{scores.mean():.4f}")
+        out[task] = entry
+        rows.append(row)
+        print(f"  {task} done", flush=True)
+    table(["task", "n", "p"] + list(models), rows,
+          title="cross-validated accuracy, standardized features")
+    return out
+
+
+def section_k30(quick):
+    X, y = load_adult(return_X_y=True)
+    Xt, yt = load_adult(subset="test", return_X_y=True)
+    if quick:
+        X, y = X[:3000], y[:3000]
+    K = 5 if quick else 30
+    settings = dict(max_iter=10 if quick else 40, n_mcmc_samples=20 if quick else 200,
+                    burn_in=25 if quick else 300)
+    out, rows = {}, []
+    for name, params in METHODS.items():
+        model, sec = timed_fit(DiversityMixtureOfExperts(K, random_state=0, **params,
+                                                         **settings), X, y)
+        hours = PAPER_HOURS.get(name)
+        out[name] = dict(seconds=sec, n_iter=int(model.n_iter_),
+                         accuracy=float(model.score(Xt, yt)),
+                         n_active=int(model.n_active_experts_[0]),
+                         expert_angle=float(model.expert_angle_mean_[0]),
+                         elbo=float(model.elbo_))
+        rows.append([name, f"{sec:.1f}", model.n_iter_, f"{out[name]['accuracy']:.4f}",
+                     out[name]["n_active"], f"{out[name]['expert_angle']:.2f}",
+                     "" if hours is None else f"{hours:.1f} h"])
+        print(f"  {name}: {sec:.1f} s", flush=True)
+    for name, make in (("LogisticRegression", lambda: LogisticRegression(max_iter=2000)),
+                       ("HistGradientBoosting",
+                        lambda: HistGradientBoostingClassifier(random_state=0))):
+        model, sec = timed_fit(make(), X if name != "HistGradientBoosting" else
+                               X.toarray(), y)
+        acc = model.score(Xt if name != "HistGradientBoosting" else Xt.toarray(), yt)
+        out[name] = dict(seconds=sec, accuracy=float(acc))
+        rows.append([name, f"{sec:.1f}", "", f"{acc:.4f}", "", "", ""])
+    table(["method", "train s", "iters", "test acc", "experts in use", "expert angle",
+           "paper"], rows, title=f"Adult, n = {X.shape[0]}, K = {K}")
+    return out
+
+
+def _weighted_lr_gradients(X, y, B, W):
+    """K weighted logistic-regression gradients X^T (w_k (sigmoid(X b_k) - y))."""
+    R = W * (special.expit(np.asarray(X @ B.T)) - y[:, None])
+    return np.asarray(X.T @ R)
+
+
+def section_iteration_cost(quick):
+    X, y = load_adult(return_X_y=True)
+    if quick:
+        X, y = X[:3000], y[:3000]
+    Xd = sp.hstack([X, np.ones((X.shape[0], 1))], format="csr")
+    ks = [5] if quick else [5, 10, 30]
+    short, long = (2, 4) if quick else (3, 8)
+    out, rows = {}, []
+    rng = np.random.RandomState(0)
+    for K in ks:
+        times = []
+        for m in (short, long):
+            _, sec = timed_fit(DiversityMixtureOfExperts(K, max_iter=m, tol=0.0,
+                                                         random_state=0), X, y)
+            times.append(sec)
+        per_iter = (times[1] - times[0]) / (long - short)
+        B = rng.normal(size=(K, Xd.shape[1]))
+        W = rng.rand(Xd.shape[0], K)
+        reps = 20
+        tic = time.perf_counter()
+        for _ in range(reps):
+            _weighted_lr_gradients(Xd, y.astype(float), B, W)
+        grad = (time.perf_counter() - tic) / reps
+        out[K] = dict(seconds_per_iteration=per_iter, fixed_cost=times[0] - short * per_iter,
+                      weighted_lr_gradients=grad, ratio=per_iter / grad)
+        rows.append([K, f"{per_iter:.3f}", f"{grad * 1e3:.1f}", f"{per_iter / grad:.0f}"])
+    table(["K", "vi s/iteration", "K weighted LR gradients (ms)", "ratio"], rows,
+          title=f"Adult, n = {X.shape[0]}: cost of one 'vi' iteration")
+    return out
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sections", default=",".join(SECTIONS))
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     out = args.out or os.path.join(
         HERE, "results", "bench_moe_quick.json" if args.quick else "bench_moe.json")
-    X, y = load_adult(return_X_y=True)
-    Xt, yt = load_adult(subset="test", return_X_y=True)
-    if args.quick:
-        X, y = X[:2000], y[:2000]
-    k_main = 3 if args.quick else 30
-    ns = [500, 1000, 2000] if args.quick else [4000, 8000, 16000, X.shape[0]]
-    ks = [2, 3] if args.quick else [5, 10, 20, 30]
-    iters = (1, 3) if args.quick else (2, 7)
-    sweeps = (5, 15) if args.quick else (25, 125)
-    settings = dict(max_iter=5 if args.quick else 40,
-                    n_samples=20 if args.quick else 200,
-                    burn_in=30 if args.quick else 300)
-    results = {"machine": machine_info(), "quick": args.quick, "settings": settings}
-
-    for params in METHODS.values():  # warm-up: compile every kernel
-        fit(X[:300], y[:300], 2, params, max_iter=2, n_samples=2, burn_in=2)
-
-    rows, k30 = [], {}
-    for name, params in METHODS.items():
-        model, seconds = fit(X, y, k_main, params, **settings)
-        rates = getattr(model, "acceptance_rates_", {})
-        k30[name] = dict(seconds=round(seconds, 2), n_iter=model.n_iter_,
-                         accuracy=round(model.score(Xt, yt), 4),
-                         acceptance_rates={k: round(v, 3) for k, v in rates.items()})
-        hours = PAPER_HOURS.get(name)
-        rows.append([name, f"{seconds:.1f}", model.n_iter_, f"{k30[name]['accuracy']:.4f}",
-                     " ".join(f"{v:.2f}" for v in rates.values()),
-                     "" if hours is None else f"{hours:.1f} h",
-                     "" if hours is None else f"{hours * 3600 / seconds:.0f}x"])
-        print(f"  {name}: {seconds:.1f} s", flush=True)
-    results["k30"] = k30
-    table(["method", "train s", "iters/sweeps", "test acc", "acceptance", "paper",
-           "paper / ours"],
-                rows, title=f"K = {k_main}, n = {X.shape[0]}")
-
-    scaling = {"n": {}, "K": {}}
-    for axis, values in (("n", ns), ("K", ks)):
-        rows = []
-        for v in values:
-            n = v if axis == "n" else X.shape[0]
-            K = 10 if axis == "n" else v
-            if args.quick:
-                K = min(K, 3)
-            row = [v]
-            entry = {}
-            for name, params in METHODS.items():
-                short, long = sweeps if params["inference"] == "mcmc" else iters
-                per, base = per_iteration(X[:n], y[:n], K, params, short, long)
-                entry[name] = dict(per_iteration=round(per, 4), fit_short=round(base, 2))
-                row.append(f"{per:.3f}")
-            scaling[axis][v] = entry
-            rows.append(row)
-            print(f"  {axis}={v} done", flush=True)
-        table([axis] + [f"{m} s/it" for m in METHODS], rows,
-              title=("K = 10" if axis == "n" else f"n = {X.shape[0]}")
-              + ": seconds per iteration (vi, pr, vi-gauss) or sweep (mcmc)")
-    results["scaling"] = scaling
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as fh:
-        json.dump(results, fh, indent=1)
+    results = {"machine": machine_info(), "quick": args.quick}
+    # warm-up: compile every kernel
+    Xw, yw = two_regimes(300, 0, p=5)
+    for params in METHODS.values():
+        timed_fit(DiversityMixtureOfExperts(2, max_iter=2, n_mcmc_samples=2, burn_in=2,
+                                            **params), Xw, yw)
+    for name in args.sections.split(","):
+        print(f"== {name}", flush=True)
+        tic = time.perf_counter()
+        results[name] = globals()[f"section_{name}"](args.quick)
+        print(f"   ({time.perf_counter() - tic:.0f} s)", flush=True)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out, "w") as fh:
+            json.dump(results, fh, indent=1, default=float)
     print(f"wrote {out}")
 
 

@@ -35,7 +35,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special
 
-from ._angular import _geometry, PARALLEL_TOL
+from ._angular import PARALLEL_TOL, _geometry
 from ._vmf import _bessel_quantities, _log_normalizer_scaled, log_normalizer
 
 __all__ = ["ObjectiveConfig", "Point", "PriorConstants", "SetObjective", "ascend",
@@ -46,6 +46,11 @@ __all__ = ["ObjectiveConfig", "Point", "PriorConstants", "SetObjective", "ascend
 MAX_STEP = 1.0
 MIN_STEP = 1e-12
 INIT_STEP = 0.25
+# concentrations are kept in [KAPPA_MIN, KAPPA_MAX]: beyond 1e8 a vMF is a point
+# mass to double precision (angular spread 1e-4 rad) and scipy.special.ive is NaN
+# from about 1e9
+KAPPA_MIN = 1e-8
+KAPPA_MAX = 1e8
 
 
 class ObjectiveConfig(NamedTuple):
@@ -356,7 +361,10 @@ def _step(pt, f, direction, h):
         new /= np.linalg.norm(new, axis=1, keepdims=True)
         return pt.replace("mu", new)
     old = getattr(pt, _FIELDS[f])
-    return pt.replace(_FIELDS[f], old * np.exp(h * direction))
+    new = old * np.exp(h * direction)
+    if f == 1:
+        new = np.clip(new, KAPPA_MIN, KAPPA_MAX)
+    return pt.replace(_FIELDS[f], new)
 
 
 def ascend(objectives, points, steps, n_rounds, tol):
