@@ -3,7 +3,7 @@
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skbinvi import DiversityMixtureOfExperts, LatentFeatureRelational, NoisyORFactorizer
+from skbinvi import LatentFeatureRelational, NoisyORFactorizer
 
 ESTIMATORS = [
     NoisyORFactorizer(n_components=3, hidden_layer_sizes=(8,), max_iter=5,
@@ -18,13 +18,9 @@ ESTIMATORS = [
     LatentFeatureRelational(n_components=3, inference=inference, max_iter=5,
                             random_state=0)
     for inference in ("mcvi", "cavi", "score")
-] + [
-    DiversityMixtureOfExperts(n_components=2, inference=inference, prior=prior,
-                              max_iter=5, inner_max_iter=3, n_samples=10, burn_in=10,
-                              random_state=0)
-    for inference, prior in (("vi", "mabn"), ("pr", "mabn"), ("mcmc", "mabn"),
-                             ("vi", "gaussian"), ("mcmc", "gaussian"))
 ]
+# DiversityMixtureOfExperts: its common checks (tiny settings, every inference
+# method) run in tests/test_experts_estimator.py::test_sklearn_common_checks.
 
 # The common checks feed real-valued data with n_features != 2; the relational
 # model takes pairs of integer entity ids, X of shape (n_pairs, 2). Every
