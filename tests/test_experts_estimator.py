@@ -538,3 +538,16 @@ def test_mcmc_learns_prior_hyperparameters_by_em():
     plain = DiversityMixtureOfExperts(2, inference="mcmc", n_mcmc_samples=5, burn_in=5,
                                       random_state=0).fit(X, y)
     assert not hasattr(plain, "prior_hyperparameters_")
+
+
+def test_unused_experts_are_reported():
+    """Two regimes need two experts: with K = 4 the other two end unused, and the
+    estimator says so (n_active_experts_, expert_usage_, UnusedLatentWarning)."""
+    X, y = _two_expert_data(300, seed=16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        with pytest.warns(UnusedLatentWarning, match="of 4 experts are in use"):
+            m = DiversityMixtureOfExperts(4, random_state=0).fit(X, y)
+    assert m.n_active_experts_[0] == 2
+    used = np.sort(m.expert_usage_[0])[::-1]
+    assert used[1] > 0.2 and used[2] < 0.01

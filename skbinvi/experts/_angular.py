@@ -15,7 +15,7 @@ ordered-pair form of the paper, (1/(K(K-1))) sum_{i != j} with the
 variance normalized by K (K-1): every value is counted twice. Large Omega
 means the vectors are spread out (large mean angle) and evenly so (small
 variance). It is used by the posterior-regularization method
-("pr", METHODS.md section 3 (c); [Xie] supplement Eq. 19) as
+("pr", user guide section "Posterior regularization"; [Xie] supplement Eq. 19) as
 lambda_1 Omega({E beta~_k}) + lambda_2 Omega({E eta~_k}); since
 E a~_k = A_p(kappa^) a^_k and Omega is invariant to positive rescaling of
 rows, Omega({E a~_k}) = Omega({a^_k}).

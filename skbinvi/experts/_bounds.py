@@ -1,6 +1,6 @@
 """ELBO pieces of the Bayesian mixture of experts (BMEM) without the diversity prior.
 
-Model (METHODS.md section 3; [Xie] main paper and supplement section 2).
+Model (user guide :ref:`experts`; [Xie] main paper and supplement section 2).
 K experts, inputs x_n in R^p (rows of X), labels y_n in {0, 1}:
 
     z_n ~ Categorical(softmax_k(eta_k^T x_n)),
@@ -47,7 +47,7 @@ Contents
 All values are in nats. ``tests/test_experts_bounds.py`` checks every
 inequality here against exact values and Monte Carlo over q.
 
-Corrections to the sources (see also METHODS.md section 3)
+Corrections to the sources (see also the user guide, "Errors in the printed equations")
 ----------------------------------------------------------
 * Supplement Eqs. 15 and 16 write beta_k^T z_n; it is beta_k^T x_n.
 * Supplement Eq. 17 drops the factor (2 y_n - 1) of the linear term; the
@@ -57,7 +57,7 @@ Corrections to the sources (see also METHODS.md section 3)
   on kappa_hat and must be kept (we use :func:`~skbinvi.experts._vmf.vmf_kl`).
 * Supplement Eq. 6, first line, writes q(g_i) for the prior p(g_i).
 * Supplement item (VII) is the [JJ] bound (attributed there to [Bou]).
-* The closed form of c_n in METHODS.md is correct (derivation in
+* The closed form of c_n in the user guide is correct (derivation in
   :func:`optimal_gate_auxiliaries`).
 * Supplement Lemma 1 (Eq. 5) is not an upper bound. Its item (VI) applied
   to an integral, log int exp(x) <= gamma + int log(1 + exp(x - gamma)), does
@@ -327,10 +327,6 @@ def jj_lambda(xi):
     return out[()] if out.ndim == 0 else out
 
 
-def _log_sigmoid(x):
-    return -np.logaddexp(0.0, -x)
-
-
 def jj_log_sigmoid_lower_bound(t, xi):
     """[JJ] quadratic lower bound on log sigmoid(t).
 
@@ -358,7 +354,7 @@ def jj_log_sigmoid_lower_bound(t, xi):
     """
     t = np.asarray(t, dtype=np.float64)
     xi = np.asarray(xi, dtype=np.float64)
-    out = _log_sigmoid(xi) + 0.5 * (t - xi) - jj_lambda(xi) * (t * t - xi * xi)
+    out = special.log_expit(xi) + 0.5 * (t - xi) - jj_lambda(xi) * (t * t - xi * xi)
     return out[()] if np.ndim(out) == 0 else out
 
 
@@ -387,17 +383,17 @@ def expected_log_sigmoid_bound(mean_t, second_t, xi=None):
     [D] d/dxi of the bound is -lam'(xi) (E[t^2] - xi^2) (the terms from
     log sigmoid(xi), -xi/2 and 2 xi lam(xi) cancel), and lam' < 0 for
     xi > 0, so the bound increases up to xi^2 = E[t^2] and decreases after:
-    xi = sqrt(E[t^2]) is the maximizer ([JJ]; METHODS.md's e_nk). There the
+    xi = sqrt(E[t^2]) is the maximizer ([JJ]; the supplement's e_nk). There the
     bound is log sigmoid(xi) + (E[t] - xi)/2.
     """
     mean_t = np.asarray(mean_t, dtype=np.float64)
     second_t = np.asarray(second_t, dtype=np.float64)
     if xi is None:
         xi = np.sqrt(np.maximum(second_t, 0.0))
-        value = _log_sigmoid(xi) + 0.5 * (mean_t - xi)
+        value = special.log_expit(xi) + 0.5 * (mean_t - xi)
     else:
         xi = np.asarray(xi, dtype=np.float64)
-        value = (_log_sigmoid(xi) + 0.5 * (mean_t - xi)
+        value = (special.log_expit(xi) + 0.5 * (mean_t - xi)
                  - jj_lambda(xi) * (second_t - xi * xi))
     return value, xi
 
@@ -472,7 +468,7 @@ def log1pexp_upper_bound(u, d):
     """
     u = np.asarray(u, dtype=np.float64)
     d = np.asarray(d, dtype=np.float64)
-    out = -_log_sigmoid(d) + 0.5 * (u + d) + jj_lambda(d) * (u * u - d * d)
+    out = -special.log_expit(d) + 0.5 * (u + d) + jj_lambda(d) * (u * u - d * d)
     return out[()] if np.ndim(out) == 0 else out
 
 
@@ -511,7 +507,7 @@ def logsumexp_upper_bound(t, c, d):
 
 def _gate_value(mean_t, var_t, c, d):
     w = var_t + (mean_t - c[:, None]) ** 2  # E[(t - c)^2]
-    terms = (-_log_sigmoid(d) + 0.5 * (mean_t - c[:, None] + d)
+    terms = (-special.log_expit(d) + 0.5 * (mean_t - c[:, None] + d)
              + jj_lambda(d) * (w - d * d))
     return c + terms.sum(axis=1)
 
@@ -611,13 +607,13 @@ def optimal_gate_auxiliaries(mean_t, second_t, n_rounds=50, tol=1e-10, c_init=No
 
     d-step: as in :func:`expected_log_sigmoid_bound`, dB/dd_j =
     lam'(d_j) (w_j - d_j^2), so d_j^2 = w_j(c) = E[(eta_j^T x_n - c_n)^2]
-    (METHODS.md, correct). c-step: B is a convex quadratic in c for fixed
+    (the user guide's formula, correct). c-step: B is a convex quadratic in c for fixed
     d (dB/dc = 1 - K/2 + 2 sum_j lam(d_j) (c - m_j), d2B/dc2 = 2 sum_j lam_j > 0),
     minimized at
 
         c = ((K/2 - 1) + 2 sum_j lam(d_j) m_j) / (2 sum_j lam(d_j)),
 
-    which is METHODS.md's formula (correct). Each step decreases B. Moreover
+    which is the user guide's formula (correct). Each step decreases B. Moreover
     the profile h(c) = min_d B(c, d) = c (1 - K/2)
     + sum_j [log(2 cosh(sqrt(w_j(c))/2)) + m_j/2] is convex in c
     (log 2 cosh(x/2) is convex and increasing for x >= 0, and
@@ -1103,7 +1099,7 @@ def predict_proba_posterior_mean(X, beta, eta):
     -------
     proba : ndarray of float64 of shape (n, 2)
         Columns P(y = 0 | x), P(y = 1 | x) (scikit-learn order); rows sum to 1
-        (METHODS.md section 3, prediction [D]).
+        (user guide, "The model" [D]).
     """
     X = _check_X(X)
     mean_b = projection_moments(X, beta)[0]
@@ -1143,7 +1139,7 @@ def _check_kappa_scalar(kappa):
 def mabn_log_normalizer_upper_bound(mean_directions, kappa, return_gradient=False):
     """Upper bounds on E_q[log Z_i] of the Type II MABN prior, nodes i = 1..K [D].
 
-    Type II MABN ([Xie] main paper; METHODS.md section 3): u_1 ~ vMF(mu0,
+    Type II MABN ([Xie] main paper; user guide, "The mutual angular prior"): u_1 ~ vMF(mu0,
     kappa) and for i >= 2, p(u_i | u_1..u_{i-1}) = exp(kappa (-s_i)^T u_i) / Z_i with
     s_i = sum_{j<i} u_j, so Z_i = 1 / C_p(kappa ||s_i||) =: exp(f(||s_i||)).
 

@@ -268,7 +268,8 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         Mean row entropy of the responsibilities divided by log K, in [0, 1]:
         1 means every row is shared equally, the gates are dead and the
         experts act as one (an :class:`~skbinvi._base.UnusedLatentWarning`
-        is issued above 0.99). NaN for K = 1.
+        is issued above 0.99, and also when ``n_active_experts_`` < K).
+        NaN for K = 1.
     elbo_ : float
         "vi": the ELBO lower bound of the training rows at the end, nats per
         sample, summed over the one-vs-rest problems; "pr": the
@@ -487,7 +488,8 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
             "mcmc", before finishing its sweeps).
         UnusedLatentWarning
             If the gates die: the mean row entropy of the responsibilities is
-            above 0.99 log K (``responsibility_entropy_``).
+            above 0.99 log K (``responsibility_entropy_``); otherwise, if some
+            experts are not in use (``n_active_experts_`` < K).
         """
         if self.inference == "pr" and self.prior == "gaussian":
             raise ValueError(
@@ -805,6 +807,14 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
                 f"{_DEAD_GATE_ENTROPY} log K, and every expert solves the same problem",
                 "Use init='bmemg' (the default), several n_init, or a smaller "
                 "n_components.")
+        elif K > 1 and np.any(self.n_active_experts_ < K):
+            self._warn_unused(
+                int(self.n_active_experts_.min()), K, "experts",
+                "an expert is in use when it is the most responsible one, with "
+                "responsibility >= (K + 1) / (2 K), for >= 1% of the training rows; "
+                "expert_usage_ has the shares",
+                "The data may not need that many experts (the ELBO prefers fewer): "
+                "compare elbo_ across n_components, or use a smaller one.")
 
     # ---------------------------------------------------------------- predict
     def _check_X(self, X):

@@ -1,6 +1,6 @@
 """Gradients of the mixture-of-experts ELBO pieces for gradient ascent on q.
 
-Every weight vector of the Bayesian mixture of experts (METHODS.md section 3;
+Every weight vector of the Bayesian mixture of experts (user guide :ref:`experts`;
 [Xie] supplement section 2) is a = g u with q(u) = vMF(u | mu, kappa) and
 q(g) = Gamma(g | shape r, rate s), K vectors for the experts (beta) and K for
 the gates (eta), stored as :class:`~skbinvi.experts._bounds.VMFGammaParams`.
@@ -8,7 +8,7 @@ This module gives the gradients of the objective pieces of
 :mod:`skbinvi.experts._bounds` with respect to (mu, kappa, r, s), as needed
 to fit those parameters by (projected / Riemannian) gradient ascent, the step
 of [Xie] that has no closed form ("the rest (a^ on the sphere by projected
-gradient, r, s, bound parameters) by gradient ascent", METHODS.md):
+gradient, r, s, bound parameters) by gradient ascent", user guide, "The algorithm"):
 
 1. :func:`likelihood_bound_gradients`: of
    :func:`~skbinvi.experts._bounds.likelihood_bound` with the auxiliaries

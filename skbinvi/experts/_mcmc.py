@@ -1,6 +1,6 @@
 """Metropolis-within-Gibbs sampling for the Bayesian mixture of experts (BMEM).
 
-Model (METHODS.md section 3; [Xie] main paper, section on the MABN prior and
+Model (user guide :ref:`experts`; [Xie] main paper, section on the MABN prior and
 Metropolis-Hastings, and supplement section 3). K experts, inputs x_n in R^p
 (rows of X, dense or CSR), labels y_n in {0, 1}:
 
@@ -30,7 +30,7 @@ prior are both expressed in these coordinates.
 ``prior="gaussian"`` (BMEM-G, the baseline): every vector a ~ N(0, sigma^2 I_p)
 independently, sampled in Cartesian coordinates.
 
-Sampler ([Xie] supplement section 3; METHODS.md section 3 (b))
+Sampler ([Xie] supplement section 3; user guide, "Metropolis-Hastings")
 -------------------------------------------------------------
 One sweep updates beta_1, ..., beta_K, then eta_1, ..., eta_K. For the MABN
 prior each vector gets a direction move, then a magnitude move:
@@ -211,11 +211,6 @@ def _positive(value, name):
 # ---------------------------------------------------------------------------
 
 
-def _log_sigmoid(t):
-    """log sigmoid(t) = -log(1 + exp(-t)), stable for any t."""
-    return -np.logaddexp(0.0, -t)
-
-
 def log_likelihood_from_projections(B, E, y):
     """Total log p(y | X, beta, eta) from the projections, in nats.
 
@@ -249,8 +244,8 @@ def _logsumexp_rows(a):
 def _loglik_fast(B, E, sign):
     """:func:`log_likelihood_from_projections` without checks; sign (n, 1)."""
     if B.shape[1] == 1:  # the gate is 1: sum of log sigmoid
-        return float(np.sum(_log_sigmoid(sign[:, 0] * B[:, 0])))
-    terms = E - _logsumexp_rows(E)[:, None] + _log_sigmoid(sign * B)
+        return float(np.sum(special.log_expit(sign[:, 0] * B[:, 0])))
+    terms = E - _logsumexp_rows(E)[:, None] + special.log_expit(sign * B)
     return float(np.sum(_logsumexp_rows(terms)))
 
 
@@ -341,7 +336,7 @@ def log_mabn_type1_prior(U, kappa, mu0=None):
     logp : float
         K log C_p(kappa) + kappa (mu0^T u_1 + sum_{i>=2} m_i^T u_i),
         m_i = -s_i / ||s_i||, with respect to the product of surface measures
-        of S^{p-1} ([Xie] main paper, MABN Type I; METHODS.md section 3).
+        of S^{p-1} ([Xie] main paper, MABN Type I).
         Normalized [D]: integrating out u_K, ..., u_1 in turn, each factor
         is a normalized vMF density in its own variable given its parents.
         O(K p).
@@ -522,6 +517,14 @@ _SHIFT = 50.0
 _DEN_MIN = math.exp(-_SHIFT)
 _RATIO_MIN = 1e-20   # smaller ratios are logged one by one
 _PROD_MIN = 1e-280   # a running product below this is flushed (>= 1e-300 after)
+
+
+# Every kernel below is checked against the NumPy reference
+# ``_ReferenceLikelihood`` (plain log-likelihood through
+# :func:`log_likelihood_from_projections`) in tests/test_experts_mcmc.py:
+# ``test_fast_loglik_trace_matches_reference`` (same chain),
+# ``test_fast_loglik_extreme_projections`` and
+# ``test_fast_likelihood_kernels_against_reference_every_column``.
 
 
 @njit
@@ -1289,7 +1292,7 @@ def fit_mabn_hyperparameters(beta_samples, eta_samples):
     ignored here). Its mean over the samples is maximized by the Gamma MLE
     of the pooled magnitudes and, for kappa > 0, by the mu0 above (for
     kappa = 0 every mu0 is a maximizer). kappa itself is not learned (it is
-    the diversity strength, tuned by cross-validation, METHODS.md section 3).
+    the diversity strength, tuned by cross-validation).
     """
     Bs = np.asarray(beta_samples, dtype=np.float64)
     Es = np.asarray(eta_samples, dtype=np.float64)
@@ -1322,7 +1325,7 @@ def run_monte_carlo_em(X, y, n_components, *, kappa=1.0, mu0=None, alpha1=1.0,
 
     BMEM-MABN-I with the hyper-parameters of the prior learned by maximizing
     the marginal likelihood p(y | X, mu0, alpha1, alpha2) ([Xie] supplement
-    section 3; METHODS.md section 3 (b)) with the Monte Carlo EM algorithm
+    section 3; user guide, "Learning mu_0") with the Monte Carlo EM algorithm
     [WT]: the E-step is a block of Metropolis-within-Gibbs sweeps of
     :func:`run_metropolis_hastings` (warm-started from the last state of the
     previous block), the M-step :func:`fit_mabn_hyperparameters` on all the
@@ -1452,7 +1455,7 @@ def predict_proba_samples(X, beta_samples, eta_samples):
     proba : ndarray of shape (n, 2)
         Columns p(y = 0 | x), p(y = 1 | x) with
         p(y = 1 | x) = (1/S) sum_s sum_k softmax_k(eta^(s)T x) sigmoid(beta_k^(s)T x)
-        (METHODS.md section 3, prediction). O(S n K p), one sample at a time.
+        (user guide, "The model"). O(S n K p), one sample at a time.
     """
     X = _check_X(X)
     n, p = X.shape

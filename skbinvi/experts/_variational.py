@@ -1,6 +1,6 @@
 """Variational fitting of the Bayesian mixture of experts: "vi" and "pr".
 
-METHODS.md section 3 (a) and (c); [Xie] supplement sections 2 and 4.
+User guide :ref:`experts`, sections on "vi" and "pr"; [Xie] supplement sections 2 and 4.
 
 Model and variational family as in :mod:`skbinvi.experts._bounds`: K experts
 beta_k = g_k u_k and K gates eta_k = g'_k u'_k, q(u) = vMF(mu, kappa),
@@ -106,11 +106,7 @@ from ._bounds import (
 from ._gradients import (
     _chain_moments,
     _checked_coefficients,
-    angular_regularizer_gradients,
     chain_coefficients,
-    combine,
-    kl_gradients,
-    mabn_gradients,
 )
 from ._vmf import _bessel_quantities, vmf_entropy, vmf_kl
 
@@ -202,7 +198,10 @@ def _mean_directions(params):
 
 
 def _direction_prior(params, cfg, lam):
-    """The part of the prior (+ regularizer) term that depends on (mu, kappa), nats."""
+    """Reference (used by the tests and :func:`variational_objective`; the fit uses
+    :func:`skbinvi.experts._ascent.direction_parts`).
+
+    The part of the prior (+ regularizer) term that depends on (mu, kappa), nats."""
     method, kappa_prior, mu0, alpha1, alpha2, gamma = cfg
     p = params.mu.shape[1]
     if method == "pr":
@@ -231,20 +230,6 @@ def _prior_term(params, cfg, lam):
     :func:`_direction_prior` + :func:`_magnitude_prior`.
     """
     return _direction_prior(params, cfg, lam) + _magnitude_prior(params, cfg)
-
-
-def _prior_gradient(params, cfg, lam):
-    """Gradient of :func:`_prior_term` in (mu, kappa, r, s), a VMFGammaGradient."""
-    method, kappa_prior, mu0, alpha1, alpha2, gamma = cfg
-    if method == "pr":
-        grad = combine((-1.0, kl_gradients(params, (mu0, kappa_prior, alpha1, alpha2))))
-        if lam != 0.0 and params.mu.shape[0] > 1:
-            grad = combine((1.0, grad), (lam, angular_regularizer_gradients(params, gamma)))
-        return grad
-    gm = mabn_gradients(params, kappa_prior, mu0)
-    # -KL(q || uniform x Gamma prior) = H[q(u)] - log|S| - KL_gamma
-    gk = kl_gradients(params, (mu0, 0.0, alpha1, alpha2))
-    return combine((1.0, gm), (-1.0, gk))
 
 
 def _check_config(method, kappa_prior, mu0, alpha1, alpha2, pr_weights, pr_gamma, p):
@@ -351,6 +336,8 @@ def _weighted_gram_csr(indptr, indices, data, weights, p):
 
     O(sum_n nnz_n (nnz_n + 1) / 2 K) multiply-adds; the (p, p, K) accumulator
     keeps the inner loop over k contiguous; returns (K, p, p), symmetric.
+    Checked against the NumPy product X^T (X * w) in
+    ``tests/test_experts_variational.py::test_weighted_gram_and_quadratic_forms_match_numpy``.
     """
     n, K = weights.shape
     acc = np.zeros((p, p, K))

@@ -2,7 +2,7 @@
 
 The directions of the expert and gate vectors of the diversity-promoting
 mixture of experts are vMF distributed, in the prior and in the variational
-family (METHODS.md section 3; [Xie] supplement, items (I)-(III) and Eqs. 6-7).
+family (user guide :ref:`experts`; [Xie] supplement, items (I)-(III) and Eqs. 6-7).
 The density with respect to the surface measure of S^{p-1} is
 
     vMF(x | mu, kappa) = C_p(kappa) exp(kappa mu^T x),
@@ -253,7 +253,11 @@ def _ratio_asymptotic(c, kappa):
 
 @njit
 def _asymptotic_sums(coef, kappa):
-    """-sum_n a_n kappa^-n and -sum_n n a_n kappa^-(n+1) by Horner's rule."""
+    """-sum_n a_n kappa^-n and -sum_n n a_n kappa^-(n+1) by Horner's rule.
+
+    Checked against mpmath's Bessel ratio (the NumPy/mpmath reference) in
+    ``tests/test_experts_vmf.py::test_bessel_ratio_and_derivative_match_reference``.
+    """
     m = kappa.shape[0]
     one_minus_a = np.empty(m)
     da = np.empty(m)
@@ -423,7 +427,7 @@ def log_normalizer(p, kappa):
     -------
     log_c : float or ndarray of float64
         log C_p(kappa) = (p/2 - 1) log kappa - (p/2) log(2 pi)
-        - log I_{p/2-1}(kappa) (METHODS.md section 3; [MJ] chapter 9), so that
+        - log I_{p/2-1}(kappa) ([MJ] chapter 9), so that
         C_p(kappa) exp(kappa mu^T x) integrates to 1 against the surface
         measure of the unit sphere of R^p. At kappa = 0 the limit
         -log |S^{p-1}| = -log(2 pi^{p/2} / Gamma(p/2)), the uniform density.
@@ -758,7 +762,7 @@ def sample_vmf(mu, kappa, size=1, random_state=None):
     algorithm (``_sample_vmf_wood``). kappa = 0 (which SciPy's vMF rejects)
     draws normalized standard normal vectors, i.e. uniform directions. Used
     for the direction proposals of the Metropolis-Hastings sampler
-    (METHODS.md section 3 (b)) and for Monte Carlo checks of the variational
+    (user guide, "Metropolis-Hastings") and for Monte Carlo checks of the variational
     bound.
     """
     mu2, kappa_arr, single = _check_mu_kappa(mu, kappa)
