@@ -449,7 +449,7 @@ def work_scaling(cfg):
 
 
 # ------------------------------------------------------------ time to quality
-TTQ_CHECKPOINTS = (1, 2, 3, 5, 7, 10, 15, 20)
+TTQ_CHECKPOINTS = (1, 2, 3, 5, 7, 10, 15)
 
 
 def _corpus(name):
@@ -641,6 +641,14 @@ def main(argv=None):
         help="seeds of the time-to-quality section (default 0 1 2, quick 0)",
     )
     parser.add_argument(
+        "--ttq-corpora",
+        nargs="+",
+        default=None,
+        choices=["body", "r8", "headline"],
+        help="corpora of the time-to-quality section (default body r8 headline, "
+        "quick body r8); K as --components",
+    )
+    parser.add_argument(
         "--blas-threads",
         type=int,
         default=0,
@@ -731,7 +739,8 @@ def main(argv=None):
         if "reuters" in args.sections:
             tables += section_reuters(run, results, Ks, epochs, body_epochs)
         if "ttq" in args.sections:
-            tables += section_ttq(run, results, quick, args.ttq_seeds)
+            tables += section_ttq(run, results, quick, args.ttq_seeds,
+                                  args.ttq_corpora, args.components)
         if "scaling" in args.sections:
             tables += section_scaling(run, results, scaling_cfg)
     finally:
@@ -930,13 +939,13 @@ def section_reuters(run, results, Ks, epochs, body_epochs):
 
 
 
-def section_ttq(run, results, quick, seeds=None):
+def section_ttq(run, results, quick, seeds=None, corpora=None, Ks=None):
     """Time to quality: default fits of noisy-OR and LDA side by side, and curves."""
     print("\n[ttq] time to quality: default fits and training curves", flush=True)
     seeds = seeds or ([0] if quick else [0, 1, 2])
-    configs = [("body", 50), ("r8", 50)] if quick else [
-        ("body", 50), ("body", 100), ("body", 150), ("r8", 50), ("r8", 100),
-        ("headline", 50)]
+    corpora = corpora or (["body", "r8"] if quick else ["body", "r8", "headline"])
+    Ks = Ks or ([50] if quick else [50, 100, 150])
+    configs = [(corpus, K) for corpus in corpora for K in Ks]
     methods = ["lda", "acp", "avi"]
     checkpoints = [1, 2, 3] if quick else list(TTQ_CHECKPOINTS)
     res = {}

@@ -34,6 +34,7 @@ iterations (the documentation is built in that mode).
 # Data and settings
 # -----------------
 import argparse
+import os
 import time
 import warnings
 
@@ -47,6 +48,8 @@ from skbinvi.datasets import make_noisy_or_patterns
 
 parser = argparse.ArgumentParser(description="Noisy-OR pattern recovery.")
 parser.add_argument("--quick", action="store_true", help="one seed, fewer iterations")
+parser.add_argument("--output", default=".",
+                    help="folder where the figure is saved (default: .)")
 args, _ = parser.parse_known_args()
 SEEDS = [0] if args.quick else [0, 1, 2, 3, 4]
 MAX_ITER = 40 if args.quick else 200
@@ -93,6 +96,7 @@ results = {method: [] for method in METHODS}
 for method in METHODS:
     for seed in SEEDS:
         model = NoisyORFactorizer(K, inference=method, learning_rate=0.03,
+                                  batch_size=128, n_mc_samples=10,
                                   max_iter=MAX_ITER, random_state=seed)
         tic = time.perf_counter()
         model.fit(X_train)
@@ -164,3 +168,7 @@ fig.tight_layout()
 # importance-weighted estimate with 1,000 samples matches the exact
 # log-likelihood to 0.02 nats for ACP and AVI; for JJ it is 1.3 nats short,
 # because its factorized posterior is a poor proposal.
+
+os.makedirs(args.output, exist_ok=True)
+fig.savefig(os.path.join(args.output, "synthetic_recovery_patterns.png"), dpi=100)
+print(f"figure saved to {os.path.join(args.output, 'synthetic_recovery_patterns.png')}")

@@ -1,4 +1,7 @@
-"""The noisy-OR factor model ([Yan] in METHODS.md section 2)."""
+"""The noisy-OR factor model (Yan, Ailem and Sha, AISTATS 2020).
+
+User Guide: doc/modules/noisy_or.rst.
+"""
 
 from ._estimator import NoisyORFactorizer
 

@@ -10,7 +10,6 @@ differences in ``tests/test_noisy_or_kernels.py``.
 
 import numpy as np
 
-
 #: Power of the document length by which the encoder's input row is divided
 #: (1: the mean of the active features' first-layer weights).
 LENGTH_POWER = 1.0

@@ -1,6 +1,5 @@
 """NoisyORFactorizer: the noisy-OR factor model with amortized variational inference."""
 
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -11,7 +10,6 @@ from sklearn.base import (
     TransformerMixin,
     _fit_context,
 )
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import gen_batches
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
@@ -22,7 +20,6 @@ from .._base import FIT_LOOP_CONSTRAINTS, BaseVariational
 from .._optim import Adam
 from .._validation import check_binary
 from . import _encoder, _jaakkola_jordan, _kernels
-
 
 # Weight of a seed row's features in init="data": large enough that Adam grows
 # the weights quickly (softplus is linear above ~1, flat near 0), small enough
@@ -384,9 +381,10 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     >>> from skbinvi.datasets import make_noisy_or
     >>> X, truth = make_noisy_or(300, 40, 4, random_state=0)
     >>> model = NoisyORFactorizer(n_components=4, max_iter=20, random_state=0)
-    >>> Q = model.fit_transform(X)
-    >>> Q.shape
+    >>> logits = model.fit_transform(X)  # posterior logits of the 4 causes
+    >>> logits.shape
     (300, 4)
+    >>> Q = model.set_params(transform_output="probability").transform(X)
     >>> bool(((Q >= 0) & (Q <= 1)).all())
     True
     """
@@ -1123,10 +1121,13 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
     # -------------------------------------------------------------- inference
     def transform(self, X):
-        """Posterior probabilities q(z_k = 1 | x) of the causes.
+        """Posterior of the causes: logits (default) or probabilities q(z_k = 1 | x).
 
-        Deterministic: the encoder's output, with no sampling, so the result
-        for a row does not depend on the other rows.
+        Deterministic, and the result for a row does not depend on the other
+        rows: "acp"/"avi" take the encoder's output refined by
+        ``n_refine_steps`` local steps with common random numbers fixed at
+        fit time; "svi" and "jj" optimize each row's posterior with the model
+        fixed.
 
         Parameters
         ----------
@@ -1135,8 +1136,11 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
         Returns
         -------
-        Q : ndarray of shape (n_samples, n_components), float64
-            Values in [0, 1].
+        features : ndarray of shape (n_samples, n_components), float64
+            With ``transform_output="logit"``, the logits
+            ``logit q(z_k = 1 | x)`` (finite reals, computed directly, not
+            through ``logit(expit(.))``); with ``"probability"``, the
+            probabilities ``expit`` of them, in [0, 1].
 
         Raises
         ------

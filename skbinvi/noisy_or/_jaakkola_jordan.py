@@ -552,6 +552,11 @@ def jj_bound(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
         Jensen weights of the active entries, rows on the simplex.
     out : float64 array of shape (B,) (out)
         B_n in nats per row.
+
+    Checked against the NumPy reference ``_reference_bound`` of
+    tests/test_noisy_or_jaakkola_jordan.py (test_bound_matches_dense_reference)
+    and against the true ELBO (test_bound_below_true_elbo,
+    test_bound_exact_for_one_cause).
     """
     K = theta.shape[1]
     q_row = np.empty(K)
@@ -629,6 +634,9 @@ def jj_update_q(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
         Overwritten with the new logits (its input value is not used).
     out : float64 array of shape (B,) (out)
         B_n at the new q (and the given r), nats per row.
+
+    Checked against a NumPy reference in
+    tests/test_noisy_or_jaakkola_jordan.py::test_q_update_matches_reference.
     """
     K = theta.shape[1]
     gain = np.empty(K)
@@ -708,6 +716,9 @@ def jj_update_r(indptr, indices, theta, leak, logit_q, r, max_iter=200,
         Maximum outer iterations per entry.
     tol : float, default=1e-12
         Tolerance on ``|sum_k r_k(lambda) - 1|`` before renormalization.
+
+    Checked against a numerical maximization over the simplex in tests/test_nois
+    y_or_jaakkola_jordan.py::test_r_update_is_optimal_for_fixed_q.
     """
     K = theta.shape[1]
     q_row = np.empty(K)
@@ -744,6 +755,10 @@ def jj_e_step(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
         Relative stopping tolerance (0 runs all ``n_inner`` sweeps).
     out : float64 array of shape (B,) (out)
         B_n at the final (q, r), nats per row.
+
+    Checked in tests/test_noisy_or_jaakkola_jordan.py::test_e_step_sweeps_never_
+    decrease_the_bound (monotone, equal to alternating jj_update_q and
+    jj_update_r).
     """
     K = theta.shape[1]
     gain = np.empty(K)
@@ -902,6 +917,9 @@ def jj_feature_bound(indptr, indices, logit_q, r, theta, leak, out):
         As in :func:`jj_bound`.
     out : float64 array of shape (D,) (out)
         Nats, summed over the B rows.
+
+    Checked against jj_bound in tests/test_noisy_or_jaakkola_jordan.py::test_fea
+    ture_bound_is_the_theta_part_of_the_total.
     """
     D, K = theta.shape
     B = logit_q.shape[0]
@@ -1017,6 +1035,11 @@ def jj_m_step(indptr, indices, logit_q, r, theta, leak, logit_prior,
     -------
     float
         Increase of ``sum_i O_i`` (nats, >= 0; the mu part is not included).
+
+    Checked in tests/test_noisy_or_jaakkola_jordan.py
+    (test_m_step_never_decreases_the_bound,
+    test_m_step_reaches_the_constrained_maximum: against a generic constrained
+    optimizer).
     """
     D, K = theta.shape
     B = logit_q.shape[0]
@@ -1219,6 +1242,9 @@ def jj_fit_em(X, theta, leak, logit_prior, *, n_iter=50, n_inner=5, n_newton=10,
         (B, K), ``r`` (nnz, K), ``bound_init`` (float), ``bound_e`` and
         ``bound_m`` (n_iter,): ``sum_n B_n`` in nats before EM, after each
         E-step and after each M-step.
+
+    Checked in tests/test_noisy_or_jaakkola_jordan.py (test_em_is_monotone,
+    test_em_on_synthetic_data_finds_patterns).
     """
     X = sp.csr_matrix(X, dtype=np.float64, copy=True)
     X.eliminate_zeros()

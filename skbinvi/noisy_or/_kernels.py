@@ -69,6 +69,9 @@ def softplus_and_slope(raw, value, slope):
     Equivalent to ``np.logaddexp(0, raw)`` and ``scipy.special.expit(raw)``.
     All arrays are flat (ravel of C-contiguous arrays), ``value`` and
     ``slope`` are outputs.
+
+    Checked against scipy (``np.logaddexp(0, raw)``, ``expit``) in
+    tests/test_noisy_or_kernels.py::test_softplus_and_slope_matches_scipy.
     """
     for j in range(raw.shape[0]):
         x = raw[j]
@@ -123,6 +126,12 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
         Gradients with respect to ``logit_q`` and ``logit_prior``.
     elbo_relaxed, elbo_discrete : float64 arrays of shape (B,) (out)
         Per-row values in nats.
+
+    Checked against the NumPy reference ``_reference_relaxed_elbo`` of
+    tests/test_noisy_or_kernels.py (test_relaxed_elbo_matches_dense_reference,
+    test_relaxed_elbo_discrete_sample_matches_reference,
+    test_relaxed_elbo_compact_columns_match_full) and its gradients against
+    finite differences (test_relaxed_elbo_gradients_finite_differences).
     """
     K = theta.shape[1]
     B = logit_q.shape[0]
@@ -220,6 +229,11 @@ def discrete_elbo(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     out : float64 array of shape (B,) (out)
         ELBO of each row in nats: ``1/S sum_s sum_{i in A} log(1 - exp(-u_si))
         - sum_{i not in A}(theta_i0 + sum_k theta_ik q_k) - sum_k KL_k``.
+
+    Checked against a NumPy reference and enumeration of the 2^K states in
+    tests/test_noisy_or_kernels.py
+    (test_discrete_elbo_matches_reference_and_is_row_independent,
+    test_discrete_elbo_agrees_with_enumeration).
     """
     K = theta.shape[1]
     B = logit_q.shape[0]
@@ -256,6 +270,9 @@ def acp_psi(indptr, indices, hidden, coef_out, intercept_out, pre_out, psi_out):
 
     Shapes: hidden (B, H), coef_out (D, H), intercept_out (D,),
     pre_out and psi_out (nnz,).
+
+    Checked against a dense NumPy reference in
+    tests/test_noisy_or_kernels.py::test_acp_heads_match_dense_reference.
     """
     B, H = hidden.shape
     for n in range(B):
@@ -278,6 +295,9 @@ def acp_logits(indptr, indices, psi, theta, colsum, logit_prior, out):
 
     Shapes: psi (nnz,), theta (D, K) or (A, K), colsum (K,) (``sum_i
     theta_ik`` over all D features), logit_prior (K,), out (B, K).
+
+    Checked against a dense NumPy reference in
+    tests/test_noisy_or_kernels.py::test_acp_heads_match_dense_reference.
     """
     K = theta.shape[1]
     B = out.shape[0]
@@ -301,6 +321,9 @@ def acp_backward(indptr, indices, g_logit_q, psi, pre, theta, hidden, coef_out,
     overwrites ``g_coef_out`` (rows shaped as coef_out), ``g_intercept_out``
     and ``g_hidden`` (B, H). The gradient with respect to ``logit_prior``
     through the logits is ``g_logit_q.sum(0)`` and is left to the caller.
+
+    Checked against finite differences of the whole estimator in
+    tests/test_noisy_or_kernels.py::test_estimator_gradients_finite_differences.
     """
     K = theta.shape[1]
     B, H = hidden.shape
@@ -439,6 +462,12 @@ def local_expectation_logits(indptr, indices, theta, leak, colsum, logit_q,
         on the other rows).
     out : float64 array of shape (B, K) (out)
         Target logits.
+
+    Checked against the NumPy reference ``_reference_local_targets`` of
+    tests/test_noisy_or_kernels.py
+    (test_local_expectation_logits_match_reference) and against the natural
+    gradient of the exact ELBO by enumeration
+    (test_local_expectation_is_the_natural_gradient_of_the_exact_elbo).
     """
     q, z, exp_theta, ratio = _local_scratch(indptr, logit_q.shape[0], theta.shape[1])
     shared = uniforms.shape[0] == 1
@@ -463,6 +492,11 @@ def local_optimize(indptr, indices, theta, leak, colsum, logit_prior, uniforms,
 
     ``logit_q`` (B, K) holds the starting logits and is overwritten with the
     result. Returns the number of steps of the slowest row.
+
+    Checked against the exact ELBO by enumeration in tests/test_noisy_or.py::tes
+    t_svi_recovers_patterns_and_transform_maximizes_the_elbo (the result is a
+    local maximum) and in
+    tests/test_noisy_or_features.py::test_refinement_raises_each_rows_elbo.
     """
     K = theta.shape[1]
     q, z, exp_theta, ratio = _local_scratch(indptr, logit_q.shape[0], K)
@@ -512,6 +546,10 @@ def importance_log_likelihood(indptr, indices, theta, leak, colsum, leak_sum,
     uniforms : float64 array of shape (S, K), values in [0, 1)
     out : float64 array of shape (B,) (out)
         Estimate of log p(x) of each row, nats.
+
+    Checked against a NumPy reference and the exact log-likelihood by
+    enumeration in tests/test_noisy_or_kernels.py::test_importance_log_likelihoo
+    d_reference_and_bounds.
     """
     K = theta.shape[1]
     B = logit_q.shape[0]
