@@ -1,8 +1,8 @@
-"""Benchmark of DiversityMixtureOfExperts: live gates, accuracy against baselines, speed.
+"""Benchmark of DiversityMixtureOfExperts: live gates, accuracy, speed.
 
 Run from the repository root::
 
-    python benchmarks/bench_moe.py                 # full run (~30 min on 2 shared cores)
+    python benchmarks/bench_moe.py                 # full run (~30 min, 2 shared cores)
     python benchmarks/bench_moe.py --quick         # smoke run (a few minutes)
     python benchmarks/bench_moe.py --sections two_regimes,nonlinear
 
@@ -106,7 +106,8 @@ def section_two_regimes(quick):
     models = {name: (lambda p=p: DiversityMixtureOfExperts(4, random_state=0, **p))
               for name, p in METHODS.items() if name != "mcmc-gauss"}
     models["LogisticRegression"] = LogisticRegression
-    models["HistGradientBoosting"] = lambda: HistGradientBoostingClassifier(random_state=0)
+    models["HistGradientBoosting"] = lambda: HistGradientBoostingClassifier(
+        random_state=0)
     for name, make in models.items():
         accs, secs = [], []
         for s in seeds:
@@ -126,7 +127,8 @@ def section_two_regimes(quick):
         hits = 0
         for side in (True, False):
             tr, te = (X[:, 0] > 0) == side, (Xt[:, 0] > 0) == side
-            hits += np.sum(LogisticRegression().fit(X[tr], y[tr]).predict(Xt[te]) == yt[te])
+            lr = LogisticRegression().fit(X[tr], y[tr])
+            hits += np.sum(lr.predict(Xt[te]) == yt[te])
         oracle.append(hits / len(yt))
     out["oracle_gate_LR"] = dict(accuracy=[round(a, 4) for a in oracle])
     rows.append(["LR per regime, true gate", " ".join(f"{a:.3f}" for a in oracle),
@@ -239,7 +241,8 @@ def section_k30(quick):
                      out[name]["n_active"], f"{out[name]['expert_angle']:.2f}",
                      "" if hours is None else f"{hours:.1f} h"])
         print(f"  {name}: {sec:.1f} s", flush=True)
-    for name, make in (("LogisticRegression", lambda: LogisticRegression(max_iter=2000)),
+    for name, make in (("LogisticRegression",
+                        lambda: LogisticRegression(max_iter=2000)),
                        ("HistGradientBoosting",
                         lambda: HistGradientBoostingClassifier(random_state=0))):
         model, sec = timed_fit(make(), X if name != "HistGradientBoosting" else
@@ -281,9 +284,11 @@ def section_iteration_cost(quick):
         for _ in range(reps):
             _weighted_lr_gradients(Xd, y.astype(float), B, W)
         grad = (time.perf_counter() - tic) / reps
-        out[K] = dict(seconds_per_iteration=per_iter, fixed_cost=times[0] - short * per_iter,
+        out[K] = dict(seconds_per_iteration=per_iter,
+                      fixed_cost=times[0] - short * per_iter,
                       weighted_lr_gradients=grad, ratio=per_iter / grad)
-        rows.append([K, f"{per_iter:.3f}", f"{grad * 1e3:.1f}", f"{per_iter / grad:.0f}"])
+        rows.append([K, f"{per_iter:.3f}", f"{grad * 1e3:.1f}",
+                     f"{per_iter / grad:.0f}"])
     table(["K", "vi s/iteration", "K weighted LR gradients (ms)", "ratio"], rows,
           title=f"Adult, n = {X.shape[0]}: cost of one 'vi' iteration")
     return out

@@ -61,7 +61,8 @@ from skbinvi._base import UnusedLatentWarning
 from skbinvi.datasets import load_adult
 
 parser = argparse.ArgumentParser(description="Mixtures of experts on UCI Adult.")
-parser.add_argument("--quick", action="store_true", help="subset, one seed, few iterations")
+parser.add_argument("--quick", action="store_true",
+                    help="subset, one seed, few iterations")
 parser.add_argument("--json", default=None, help="write the results to this file")
 parser.add_argument("--output", default=".", help="folder of the saved figure")
 parser.add_argument("--seeds", type=int, default=5, help="seeds per configuration")
@@ -114,7 +115,8 @@ def fit_one(params, K, seed):
 def run(configs):
     """configs: list of (name, params, K, seed) -> list of result dicts."""
     out = Parallel(n_jobs=N_JOBS)(delayed(fit_one)(p, K, s) for _, p, K, s in configs)
-    return [dict(name=n, K=K, seed=s, **r) for (n, _, K, s), r in zip(configs, out)]
+    return [dict(name=n, K=K, seed=s, **r)
+            for (n, _, K, s), r in zip(configs, out, strict=True)]
 
 
 def summary(results, name, K, key="accuracy"):

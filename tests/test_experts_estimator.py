@@ -26,7 +26,7 @@ TINY = dict(max_iter=3, inner_max_iter=1, n_mcmc_samples=5, burn_in=5)
 
 
 def _two_expert_data(n=300, seed=0):
-    """Gate by the sign of x_1, experts +4 x_2 and -4 x_2: one logistic regression fails."""
+    """Gate by the sign of x_1, experts +4 x_2 and -4 x_2: one linear model fails."""
     rng = np.random.RandomState(seed)
     X = rng.normal(size=(n, 3))
     logit = np.where(X[:, 0] > 0, 4.0 * X[:, 1], -4.0 * X[:, 1])
@@ -71,7 +71,8 @@ def fitted():
 
 
 @parametrize_with_checks([
-    DiversityMixtureOfExperts(2, inference=inference, prior=prior, random_state=0, **TINY)
+    DiversityMixtureOfExperts(2, inference=inference, prior=prior, random_state=0,
+                              **TINY)
     for inference, prior in METHODS
 ])
 def test_sklearn_common_checks(estimator, check):
@@ -310,7 +311,8 @@ def test_verbose_one_line_per_iteration(capsys):
                                   random_state=0).fit(X, y)
         DiversityMixtureOfExperts(2, inference="mcmc", burn_in=25, n_mcmc_samples=25,
                                   verbose=1, random_state=0).fit(X, y)
-    lines = [line for line in capsys.readouterr().out.splitlines() if "] iteration " in line]
+    out = capsys.readouterr().out.splitlines()
+    lines = [line for line in out if "] iteration " in line]
     assert len(lines) == 3 + 2
     for line in lines:
         assert line.startswith("[DiversityMixtureOfExperts] iteration ")
@@ -415,7 +417,8 @@ def test_convergence_warning_and_tol():
         (np.ones((0, 2)), [], "0 sample"),
         (np.ones((4, 2)), [0.1, 0.5, 0.2, 0.7], "continuous"),
         (np.array([["a", "b"], ["c", "d"]]), [0, 1], "convert"),
-        (np.array([[0.0, 1e150], [1.0, 2.0], [3.0, -1e150]]), [0, 1, 0], "common scale"),
+        (np.array([[0.0, 1e150], [1.0, 2.0], [3.0, -1e150]]), [0, 1, 0],
+         "common scale"),
     ],
 )
 def test_bad_input(X, y, match):

@@ -246,7 +246,8 @@ class SetObjective:
             G = _mabn(a[:, None] * mu, cfg, self.consts, True)[1]
             g_mu = g_mu + a[:, None] * G
             g_kappa = g_kappa + da * np.einsum("kp,kp->k", mu, G)
-        # -KL(Gamma): d/dr = -[(r - alpha1) psi'(r) + alpha2/s - 1], d/ds = -[alpha1/s - r alpha2/s^2]
+        # -KL(Gamma): d/dr = -[(r - alpha1) psi'(r) + alpha2/s - 1],
+        #             d/ds = -[alpha1/s - r alpha2/s^2]
         g_r = g_r - ((r - cfg.alpha1) * special.polygamma(1, r) + cfg.alpha2 / s - 1.0)
         g_s = g_s - (cfg.alpha1 / s - r * cfg.alpha2 / (s * s))
         return g_mu, g_kappa, g_r, g_s
@@ -273,7 +274,8 @@ def direction_parts(pt, cfg, consts, lam):
 def set_prior(pt, cfg, consts, lam):
     """Whole prior term of one set: direction part - sum_k KL of the magnitudes."""
     sep, coupled = direction_parts(pt, cfg, consts, lam)
-    return float(np.sum(sep)) + coupled - float(np.sum(pt.gamma(cfg.alpha1, cfg.alpha2)[2]))
+    kl = pt.gamma(cfg.alpha1, cfg.alpha2)[2]
+    return float(np.sum(sep)) + coupled - float(np.sum(kl))
 
 
 def _mabn(m, cfg, consts, need_grad):
@@ -340,7 +342,10 @@ _FIELDS = ("mu", "kappa", "r", "s")
 
 
 def _scaled_direction(pt, grad, f):
-    """Block f of the ascent direction, each vector's largest entry 1 (tangent / log scale)."""
+    """Block f of the ascent direction, each vector's largest entry 1.
+
+    Tangent to the sphere for mu, in log scale for kappa, r, s.
+    """
     g = grad[f]
     if f == 0:
         d = g - np.sum(g * pt.mu, axis=1, keepdims=True) * pt.mu

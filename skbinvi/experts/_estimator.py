@@ -1,4 +1,4 @@
-"""DiversityMixtureOfExperts: the Bayesian mixture of experts with a mutual angular prior."""
+"""DiversityMixtureOfExperts: Bayesian mixture of experts, mutual angular prior."""
 
 import time
 from numbers import Integral, Real
@@ -96,8 +96,8 @@ def _responsibilities(X, y, experts, gates):
     """p(z = k | x, y) at the posterior mean vectors (K, p): (n, K), rows sum to 1."""
     log_gate = special.log_softmax(np.asarray(X @ gates.T), axis=1)
     sign = (2.0 * y - 1.0)[:, None]
-    return special.softmax(log_gate + special.log_expit(sign * np.asarray(X @ experts.T)),
-                           axis=1)
+    log_expert = special.log_expit(sign * np.asarray(X @ experts.T))
+    return special.softmax(log_gate + log_expert, axis=1)
 
 
 class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin,
@@ -292,8 +292,9 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         "mcmc": the log joint density (nats, total) after every sweep.
     acceptance_rates_ : list of dict
         "mcmc": acceptance rate per move type over the kept sweeps, per problem.
-    expert_samples_, gate_samples_ : ndarray of shape (n_problems, n_mcmc_samples, K, n_features + fit_intercept)
-        "mcmc": the kept samples (intercept last).
+    expert_samples_, gate_samples_ : ndarray of shape (n_problems, S, K, p)
+        "mcmc": the kept samples, S = ``n_mcmc_samples``, p = n_features +
+        fit_intercept (intercept last).
     prior_hyperparameters_ : list of dict
         "mcmc" with ``n_em_iter > 0``: the learned ``mu0`` (unit vector of
         length n_features + fit_intercept), ``magnitude_shape`` and
@@ -535,8 +536,8 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         """(ObjectiveConfig, (lambda_1, lambda_2), PriorConstants) of "vi" / "pr"."""
         if self.inference == "vi":
             cfg = ObjectiveConfig("vi", float(self.diversity_strength), self._mu0(p),
-                                  float(self.magnitude_shape), float(self.magnitude_rate),
-                                  0.0)
+                                  float(self.magnitude_shape),
+                                  float(self.magnitude_rate), 0.0)
             lams = (0.0, 0.0)
         else:
             cfg = ObjectiveConfig("pr", 0.0, self._mu0(p), float(self.magnitude_shape),
@@ -555,7 +556,8 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
 
         Each candidate starts at small random means and runs
         ``_CANDIDATE_ITER`` iterations on at most ``_CANDIDATE_ROWS`` random
-        rows; the one with the highest ELBO runs ``n_iter`` more on all rows. The BMEM-G ELBO has poor local
+        rows; the one with the highest ELBO runs ``n_iter`` more on all rows.
+        The BMEM-G ELBO has poor local
         optima (one expert taking every row, or four sectors where two
         regimes would do), and which basin a run falls into is decided in its
         first iterations.
@@ -582,7 +584,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         return best
 
     def _bmemg_start(self, X, y, rng, n_iter=_BMEMG_INIT_ITER):
-        """Posterior means (2, K, p) of a short BMEM-G fit, or None if it would not fit."""
+        """Posterior means (2, K, p) of the BMEM-G start; None if it would not fit."""
         K, p = self.n_components, X.shape[1]
         if K * p * p > _GAUSSIAN_MAX_ENTRIES:
             return None
@@ -611,7 +613,8 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         means = self._bmemg_start(X, y, rng)
         if means is None:  # a draw from the prior instead
             res = run_metropolis_hastings(X, y, K, n_samples=1, burn_in=0,
-                                          random_state=rng, **self._mcmc_prior(X.shape[1]))
+                                          random_state=rng,
+                                          **self._mcmc_prior(X.shape[1]))
             means = [res.beta_samples[0], res.eta_samples[0]]
         beta, eta = (np.array(m) for m in means)
         for v in (beta, eta):  # MABN directions need non-zero vectors
@@ -634,8 +637,9 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         em = self.prior == "mabn" and self.n_em_iter > 0
         if st["kept_sweeps"] >= self.n_mcmc_samples:  # warm start: a new set of samples
             st.update(kept_beta=[], kept_eta=[], kept_sweeps=0, accepted={})
-        common = dict(direction_concentration=st["kappa_hat"], magnitude_scale=st["scale"],
-                      gaussian_scale=st["scale"], random_state=rng,
+        common = dict(direction_concentration=st["kappa_hat"],
+                      magnitude_scale=st["scale"], gaussian_scale=st["scale"],
+                      random_state=rng,
                       init={"beta": st["beta"], "eta": st["eta"]},
                       **self._mcmc_prior(p, st["hyper"]))
         if st["burned"] < self.burn_in:  # adaptive burn-in (discarded)
@@ -653,8 +657,9 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
             st["hyper"] = (mu0, a1, a2)
             st["em_done"] += 1
         elif em and not st["post_em"]:  # burn-in with the learned prior
-            res = run_metropolis_hastings(X, y, self.n_components, n_samples=ADAPT_BLOCK,
-                                          burn_in=0, thin=1, **common)
+            res = run_metropolis_hastings(X, y, self.n_components,
+                                          n_samples=ADAPT_BLOCK, burn_in=0, thin=1,
+                                          **common)
             st["post_em"] = True
         else:  # kept samples
             m = min(ADAPT_BLOCK, self.n_mcmc_samples - st["kept_sweeps"])
@@ -681,7 +686,8 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         for yc, st in zip(self._targets(y), self._states, strict=True):
             if kind == "vmf":
                 total += variational_iteration(X, yc, sq, st, cfg, consts, lams,
-                                               self.inner_max_iter, use_stats, inner_tol)
+                                               self.inner_max_iter, use_stats,
+                                               inner_tol)
             elif kind == "gaussian":
                 total += gaussian_iteration(X, yc, row_norms(X, squared=True), st,
                                             self.prior_std)
@@ -715,7 +721,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         return total / n
 
     def _mcmc_draws(self, st, limit=_MAX_ELBO_DRAWS):
-        """Kept samples (S, K, p) x 2, evenly thinned to ``limit``; the state if none."""
+        """Kept samples (S, K, p) x 2, thinned evenly to ``limit``; else the state."""
         if not st["kept_beta"]:
             return st["beta"][None], st["eta"][None]
         B = np.concatenate(st["kept_beta"])
@@ -744,7 +750,8 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
     def _after_fit(self, X, y):
         kind = self._kind()
         if kind == "vmf":
-            self._experts = [_posterior_mean_vectors(st.beta)[None] for st in self._states]
+            self._experts = [_posterior_mean_vectors(st.beta)[None]
+                             for st in self._states]
             self._gates = [_posterior_mean_vectors(st.eta)[None] for st in self._states]
         elif kind == "gaussian":
             self._experts = [st.means[0][None] for st in self._states]
@@ -759,7 +766,8 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         self.expert_coef_ = np.stack([m[:, :d] for m in mean_e])
         self.gate_coef_ = np.stack([m[:, :d] for m in mean_g])
         # the intercept is the appended last column; zero without fit_intercept
-        self.expert_intercept_ = np.stack([m[:, -1] * self.fit_intercept for m in mean_e])
+        self.expert_intercept_ = np.stack([m[:, -1] * self.fit_intercept
+                                           for m in mean_e])
         self.gate_intercept_ = np.stack([m[:, -1] * self.fit_intercept for m in mean_g])
         ea = np.array([_angle_summary(m) for m in mean_e])
         ga = np.array([_angle_summary(m) for m in mean_g])
@@ -784,7 +792,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
                     else None for st in self._states]
 
     def _expert_use(self, X, y, mean_e, mean_g):
-        """expert_usage_, n_active_experts_, responsibility_entropy_; warn if gates died."""
+        """expert_usage_, n_active_experts_, responsibility_entropy_; warnings."""
         K = self.n_components
         usage, entropy = [], []
         for yc, e, g in zip(self._targets(y), mean_e, mean_g, strict=True):
