@@ -588,3 +588,34 @@ def test_independent_prior_kl_broadcasts_a_shared_prior_direction():
         expected = (vmf_kl(mu[k], kappa[k], mu0, kappa0[k])
                     + gamma_kl(r[k], s[k], 2.0, 1.0))
         np.testing.assert_allclose(kl[k], expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("K", [2, 3, 7])
+def test_gate_newton_kernel_matches_numpy(K):
+    """The Numba kernel of the gate solver (method="newton") and its NumPy
+    reference (method="newton_numpy") find the same c, to the solver's tol."""
+    rng = np.random.RandomState(K)
+    n = 400
+    m = rng.normal(scale=3.0, size=(n, K))
+    m[:50] *= 1e-4          # nearly equal logits (the small-d series)
+    m[50:100] *= 30.0       # large logits
+    v = m * m + rng.exponential(size=(n, K)) * np.where(rng.rand(n, 1) < 0.5, 1e-8, 2.0)
+    mean_t, var_t = B._gate_moments(m, v)
+
+    def same(c_k, c_n):
+        # the bound's value agrees everywhere; c itself where h is not flat
+        # (rows with nearly deterministic logits far apart have h' = 0 over an
+        # interval, and either end of it is a minimizer)
+        h_k, _, H_k = B._gate_profile(mean_t, var_t, c_k)
+        h_n = B._gate_profile(mean_t, var_t, c_n)[0]
+        np.testing.assert_allclose(h_k, h_n, rtol=1e-12, atol=1e-12)
+        curved = H_k > 1e-6
+        assert curved.mean() > 0.8
+        np.testing.assert_allclose(c_k[curved], c_n[curved], rtol=1e-8, atol=1e-8)
+
+    c_k, d_k = B.optimal_gate_auxiliaries(m, v, method="newton")
+    c_n, d_n = B.optimal_gate_auxiliaries(m, v, method="newton_numpy")
+    same(c_k, c_n)
+    c0 = c_n + rng.normal(size=n)  # warm start
+    same(B.optimal_gate_auxiliaries(m, v, c_init=c0)[0],
+         B.optimal_gate_auxiliaries(m, v, c_init=c0, method="newton_numpy")[0])

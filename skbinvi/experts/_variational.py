@@ -77,6 +77,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.linalg import lapack
 from sklearn.utils import check_random_state
 from sklearn.utils.extmath import row_norms
 
@@ -931,13 +932,20 @@ def gaussian_init(K, p, sigma, rng, init_scale=1.0):
     return GaussianState(means, covs)
 
 
-def gaussian_objective_and_aux(X, y, state, sigma, c_init=None):
-    """ELBO of the BMEM-G q (nats, total) at optimal auxiliaries; stored on ``state``."""
+def gaussian_objective_and_aux(X, y, state, sigma, c_init=None, qf=None):
+    """ELBO of the BMEM-G q (nats, total) at optimal auxiliaries; stored on ``state``.
+
+    ``qf``: the quadratic forms x_n^T S_k x_n of both sets, if known.
+    """
     if c_init is not None and np.shape(c_init) != (X.shape[0],):
         c_init = None
-    pieces = likelihood_pieces_from_moments(
-        y, *_gaussian_moments(X, state.means[0], state.covs[0]),
-        *_gaussian_moments(X, state.means[1], state.covs[1]), c_init=c_init)
+    if qf is None:
+        qf = [_rowwise_quadratic_forms(X, cov) for cov in state.covs]
+    moments = []
+    for mean, q in zip(state.means, qf, strict=True):
+        m = np.asarray(X @ mean.T)
+        moments += [m, m * m + q]
+    pieces = likelihood_pieces_from_moments(y, *moments, c_init=c_init)
     logdets = state.logdets if state.logdets is not None else [None, None]
     state.value = float(sum(pieces[:3])
                         - _gaussian_kl(state.means[0], state.covs[0], sigma, logdets[0])
@@ -965,17 +973,20 @@ def gaussian_iteration(X, y, sq, state, sigma):
         # log det cov = -log det precision = -2 sum log diag(chol)
         state.logdets[j] = -2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)),
                                          axis=1)
-        inv_chol = np.linalg.inv(chol)
+        inv_chol = np.stack([lapack.dtrtri(L, lower=1)[0] for L in chol])
         state.covs[j] = np.matmul(np.swapaxes(inv_chol, 1, 2), inv_chol)
         state.means[j] = np.matmul(state.covs[j], b[:, :, None])[:, :, 0]
-    value = gaussian_objective_and_aux(X, y, state, sigma, c_init=state.aux[2])
+    # the quadratic forms depend on the covariances only: shared by both evaluations
+    qf = [_rowwise_quadratic_forms(X, cov) for cov in state.covs]
+    value = gaussian_objective_and_aux(X, y, state, sigma, c_init=state.aux[2], qf=qf)
     # over-relaxation of the means [SR] (the covariances keep their update)
     if state.omega > 1.0:
         ext = GaussianState([m0 + state.omega * (m1 - m0)
                              for m0, m1 in zip(old_means, state.means, strict=True)],
                             state.covs, logdets=state.logdets)
         with np.errstate(all="ignore"):
-            v_ext = gaussian_objective_and_aux(X, y, ext, sigma, c_init=state.aux[2])
+            v_ext = gaussian_objective_and_aux(X, y, ext, sigma, c_init=state.aux[2],
+                                               qf=qf)
         if np.isfinite(v_ext) and v_ext > value:
             state.means, state.aux, state.value = ext.means, ext.aux, v_ext
             state.omega = min(2.0 * state.omega, _MAX_OMEGA)
