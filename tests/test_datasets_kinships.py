@@ -247,3 +247,18 @@ def test_rebuild_equals_bundled(tmp_path):
 def test_docstring_examples():
     result = doctest.testmod(_kinships, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_all_relations_give_the_multi_relational_triples():
+    kin = load_kinships(relation="all")
+    X, y = kin.data, kin.target
+    R = len(kin.relation_names)
+    assert X.shape == (R * N_PAIRS, 3) and X.dtype == np.int64
+    assert_array_equal(y, kin.adjacency[X[:, 2], X[:, 0], X[:, 1]])
+    assert int(y.sum()) == N_ONES
+    assert np.all(X[:, 0] != X[:, 1])
+    assert kin.feature_names == ["head", "tail", "relation"] and kin.relation == "all"
+    # relation r's rows are the single-relation problem of r
+    Xr, yr = load_kinships(relation=3, return_X_y=True)
+    assert_array_equal(X[X[:, 2] == 3, :2], Xr)
+    assert_array_equal(y[X[:, 2] == 3], yr)

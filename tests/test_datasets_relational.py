@@ -197,7 +197,10 @@ def test_memory_light():
         {"weight_scale": 0.0},
         {"weight_scale": -1.0},
         {"weights": [1.0, 2.0]},  # n_components = 5
-        {"weights": [[1.0] * 5]},
+        {"weights": [[1.0] * 4]},  # neither (D, D), (R, D) nor (R, D, D)
+        {"weights": np.ones((2, 5, 5))},  # n_relations = 1
+        {"n_relations": 0},
+        {"directed": "yes"},
         {"weights": [1.0, 1.0, float("nan"), 1.0, 1.0]},
         {"weights": ["a", "b", "c", "d", "e"]},
         {"weights": 1.0},
@@ -207,6 +210,45 @@ def test_memory_light():
 def test_bad_arguments_raise(kwargs):
     with pytest.raises(ValueError):
         make_relational(**kwargs)
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_directed_multi_relational_rows_and_probabilities(full):
+    """Every ordered pair once per relation, with Phi(b + z_i^T W_r z_j)."""
+    n, d, R = 15, 3, 2
+    X, y, truth = make_relational(
+        n, d, directed=True, n_relations=R, full_weights=full, random_state=3
+    )
+    assert X.shape == (R * n * (n - 1), 3) and y.shape == (X.shape[0],)
+    assert len({tuple(row) for row in X.tolist()}) == X.shape[0]
+    assert np.all(X[:, 0] != X[:, 1])
+    Wm = truth.weight_matrices
+    assert Wm.shape == (R, d, d)
+    Z = truth.latent_features.astype(float)
+    dense = ndtr(truth.intercept + np.einsum("id,rde,je->rij", Z, Wm, Z))
+    assert_allclose(
+        truth.link_probability, dense[X[:, 2], X[:, 0], X[:, 1]], rtol=1e-12
+    )
+    off = ~np.eye(d, dtype=bool)
+    assert np.any(Wm[:, off] != 0) == full
+    if full:  # directed: P[i, j] != P[j, i] somewhere
+        assert not np.allclose(dense, dense.transpose(0, 2, 1))
+    _assert_binomial(y, truth.link_probability.mean(), "overall")
+
+
+def test_weight_shapes_are_read_as_documented():
+    d = 3
+    full = np.arange(9.0).reshape(3, 3)
+    _, _, t = make_relational(10, d, weights=full, n_relations=3, random_state=0)
+    assert_array_equal(t.weight_matrices, np.tile(full, (3, 1, 1)))
+    per_relation = np.arange(6.0).reshape(2, 3)
+    _, _, t = make_relational(
+        10, d, weights=per_relation, n_relations=2, random_state=0
+    )
+    assert_array_equal(t.weight_matrices[1], np.diag(per_relation[1]))
+    # passing weights leaves Z unchanged
+    _, _, t2 = make_relational(10, d, n_relations=2, random_state=0)
+    assert_array_equal(t.latent_features, t2.latent_features)
 
 
 def test_docstring_examples():

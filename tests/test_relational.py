@@ -1,15 +1,22 @@
-"""LatentFeatureRelational: API, input checks, recovery, real data, properties on pair data."""
+"""LatentFeatureRelational: API, input checks, recovery, directed and multi-relational
+data, real data, properties on pair data."""
 
 import pickle
 
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
+from scipy.optimize import linear_sum_assignment
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
-from sklearn.model_selection import GridSearchCV, train_test_split
+from sklearn.model_selection import (
+    GridSearchCV,
+    StratifiedKFold,
+    cross_val_score,
+    train_test_split,
+)
 from sklearn.pipeline import make_pipeline
 
 from skbinvi import LatentFeatureRelational
@@ -26,92 +33,211 @@ def synthetic():
     return X, y, truth
 
 
-def _model(inference="mcvi", **kwargs):
+def _model(inference="mcvi", weights="diagonal", **kwargs):
     kwargs.setdefault("max_iter", 30)
-    return LatentFeatureRelational(3, inference=inference, random_state=0, **kwargs)
+    kwargs.setdefault("tol", 0)
+    return LatentFeatureRelational(
+        3, inference=inference, weights=weights, random_state=0, **kwargs
+    )
+
+
+def _matched_correlation(q, Z):
+    """Mean |correlation| of learned and true features after the best matching.
+
+    Features are matched one to one (Hungarian algorithm on |corr|), so the
+    order of the learned features does not matter.
+    """
+    D = Z.shape[1]
+    C = np.corrcoef(q.T, Z.T)[:D, D:]
+    C = np.nan_to_num(np.abs(C))
+    rows, cols = linear_sum_assignment(-C)
+    return C[rows, cols].mean()
 
 
 # ------------------------------------------------------------------ recovery
-@pytest.mark.parametrize("inference", ["mcvi", "cavi"])
-def test_held_out_links_recovered_on_data_with_known_truth(inference):
-    """Held-out AUC close to that of the true link probabilities (the best possible)."""
+@pytest.mark.parametrize(
+    "inference, weights", [("mcvi", "diagonal"), ("mcvi", "full"), ("cavi", "diagonal")]
+)
+def test_held_out_links_recovered_on_data_with_known_truth(inference, weights):
+    """Held-out AUC close to that of the true link probabilities (the best possible).
+
+    Undirected data with overlapping features: the random start reaches a higher
+    true ELBO than the (one-cluster-per-entity) spectral start here (measured
+    -0.449 against -0.489 nats per pair, diagonal W), so it is the one used.
+    """
     X, y, truth = make_relational(100, 3, density=0.3, random_state=0)
     train, test = train_test_split(np.arange(len(y)), test_size=0.2, random_state=0)
-    model = _model(inference, max_iter=200).fit(X[train], y[train])
+    model = _model(inference, weights, max_iter=150, init="random").fit(
+        X[train], y[train]
+    )
     oracle = roc_auc_score(y[test], truth.link_probability[test])  # 0.810
     auc = roc_auc_score(y[test], model.predict_proba(X[test])[:, 1])
-    # measured over seeds 0-2: mcvi 0.801-0.803, cavi 0.766-0.785
     floor = {"mcvi": 0.02, "cavi": 0.06}[inference]
     assert auc > oracle - floor, (auc, oracle)
-    if inference == "mcvi":  # the weights, up to the order of the features
-        assert_allclose(np.sort(model.weights_), np.sort(truth.weights), atol=0.6)
+    if inference == "mcvi":
+        assert _matched_correlation(model.latent_features_, truth.latent_features) > 0.8
+
+
+def test_directed_network_the_diagonal_model_cannot_fit():
+    """Feature d sends links to feature d + 1 (a cycle): only a full W expresses it."""
+    D = 3
+    W = -1.0 * np.ones((D, D))
+    for d in range(D):
+        W[d, (d + 1) % D] = 3.0
+    X, y, truth = make_relational(
+        80, D, density=0.35, directed=True, weights=W, intercept=-0.5, random_state=1
+    )
+    train, test = train_test_split(np.arange(len(y)), test_size=0.2, random_state=0)
+    oracle = roc_auc_score(y[test], truth.link_probability[test])
+    aucs = {}
+    for weights in ("diagonal", "full"):
+        model = _model("mcvi", weights, max_iter=100, n_init=2).fit(X[train], y[train])
+        aucs[weights] = roc_auc_score(y[test], model.decision_function(X[test]))
+    assert aucs["full"] > oracle - 0.02, (aucs, oracle)
+    assert aucs["diagonal"] < aucs["full"] - 0.1, (aucs, oracle)
+    # the full model predicts different probabilities for (i, j) and (j, i)
+    assert not np.allclose(
+        model.predict_proba(X[:50]), model.predict_proba(X[:50, ::-1])
+    )
+
+
+def test_multi_relational_recovery_of_the_planted_features():
+    """Three relations over shared features: features and links are recovered."""
+    X, y, truth = make_relational(
+        70,
+        3,
+        density=0.35,
+        directed=True,
+        n_relations=3,
+        full_weights=True,
+        weight_scale=2.0,
+        random_state=2,
+    )
+    assert X.shape[1] == 3
+    train, test = train_test_split(np.arange(len(y)), test_size=0.2, random_state=0)
+    model = _model("mcvi", "full", max_iter=100).fit(X[train], y[train])
+    assert model.n_relations_ == 3 and model.weights_.shape == (3, 3, 3)
+    assert model.intercept_.shape == (3,)
+    oracle = roc_auc_score(y[test], truth.link_probability[test])
+    auc = roc_auc_score(y[test], model.decision_function(X[test]))
+    assert auc > oracle - 0.02, (auc, oracle)
+    # measured 0.79 (features of a full-W model are identified up to order and
+    # recombination; independent random features score about 0.1)
+    assert _matched_correlation(model.latent_features_, truth.latent_features) > 0.7
+    # one model per relation, each seeing a third of the data, does worse
+    single = []
+    for r in range(3):
+        tr, te = train[X[train, 2] == r], test[X[test, 2] == r]
+        m = _model("mcvi", "full", max_iter=100).fit(X[tr, :2], y[tr])
+        single.append(roc_auc_score(y[te], m.decision_function(X[te, :2])))
+    per_relation = [
+        roc_auc_score(
+            y[test][X[test, 2] == r], model.decision_function(X[test][X[test, 2] == r])
+        )
+        for r in range(3)
+    ]
+    assert np.mean(per_relation) > np.mean(single) - 0.005, (per_relation, single)
 
 
 def test_mcvi_reaches_a_higher_true_elbo_than_cavi(synthetic):
-    """The point of [Ji]: cavi maximizes a looser bound, mcvi the true ELBO."""
+    """Ji and Sudderth's point: cavi maximizes a looser bound, mcvi the true ELBO."""
     X, y, _ = synthetic
-    elbos = {
-        m: _model(m, max_iter=150).fit(X, y).elbo_history_[-1] for m in ("mcvi", "cavi")
-    }
+    elbos = {m: _model(m, max_iter=150).fit(X, y).elbo_ for m in ("mcvi", "cavi")}
     assert elbos["mcvi"] > elbos["cavi"], elbos
 
 
-def test_mcvi_true_elbo_rises(synthetic):
+@pytest.mark.parametrize("init", ["random", "spectral"])
+def test_mcvi_true_elbo_rises(synthetic, init):
     X, y, _ = synthetic
-    history = _model("mcvi", max_iter=60, tol=0).fit(X, y).elbo_history_
+    history = _model("mcvi", "full", max_iter=60, init=init).fit(X, y).elbo_history_
     assert history.size == 60
-    assert history[-10:].mean() > history[:5].mean() + 0.05 * abs(history[0])
+    assert history[-10:].mean() > history[:3].mean() + 0.005
 
 
-def test_kinship_link_prediction_on_real_data():
-    """A real network: one relation of the Alyawarra kinship data, 20% held out."""
-    data = load_kinships(relation="term18")
-    X_train, X_test, y_train, y_test = train_test_split(
-        data.data, data.target, test_size=0.2, random_state=0
+def test_n_init_keeps_the_run_with_the_highest_elbo(synthetic):
+    X, y, _ = synthetic
+    one = _model(max_iter=15, init="random").fit(X, y)
+    best = _model(max_iter=15, init="random", n_init=3).fit(X, y)
+    # the first run of n_init=3 is the n_init=1 run; the kept one is not worse
+    assert best.elbo_ >= one.elbo_ - 1e-12
+    assert_allclose(best.elbo(X, y), best.elbo_, rtol=1e-12)
+    assert best.elbo_history_.shape == (best.n_iter_,)
+
+
+@pytest.mark.slow
+def test_kinship_single_relation_and_global_model():
+    """Alyawarra kinship: one relation, and all 25 at once (20% of the ordered
+    entries held out at random, as in Miller et al. 2009).
+
+    Measured (seed 0, D = 10, full W): term18 single 0.97, global mean AUC over
+    relations 0.96 after 60 iterations. A constant predictor scores 0.5.
+    """
+    kin = load_kinships(relation="all")
+    X, y = kin.data, kin.target
+    rng = np.random.RandomState(0)
+    test = rng.random_sample(len(y)) < 0.2
+    model = LatentFeatureRelational(
+        10, max_iter=40, random_state=0, n_elbo_samples=8
+    ).fit(X[~test], y[~test])
+    s = model.decision_function(X[test])
+    aucs = [
+        roc_auc_score(y[test][X[test, 2] == r], s[X[test, 2] == r])
+        for r in range(25)
+        if 0 < y[test][X[test, 2] == r].sum()
+    ]
+    assert np.mean(aucs) > 0.93, np.mean(aucs)
+    sel = X[:, 2] == list(kin.relation_names).index("term18")
+    Xr, yr, te = X[sel, :2], y[sel], test[sel]
+    single = LatentFeatureRelational(10, max_iter=100, random_state=0).fit(
+        Xr[~te], yr[~te]
     )
-    model = LatentFeatureRelational(10, max_iter=100, random_state=0).fit(
-        X_train, y_train
-    )
-    auc = roc_auc_score(y_test, model.predict_proba(X_test)[:, 1])
-    # measured 0.95-0.97 (seeds 0-2, 300 iterations); a constant predictor scores 0.5
-    assert auc > 0.9, auc
+    assert roc_auc_score(yr[te], single.decision_function(Xr[te])) > 0.93
 
 
-def test_every_method_on_real_data_and_mcvi_has_the_highest_true_elbo():
+def test_kinship_one_relation_every_method():
     """All three methods on the kinship relation term18 (20% of the rows held out).
 
-    Measured (seeds 0-2, 100 iterations): held-out AUC cavi 0.764-0.835,
-    score 0.764-0.809, mcvi 0.948-0.960; true ELBO cavi -2036 to -2146,
-    score -2070 to -2157, mcvi -1410 to -1527. A constant predictor scores 0.5.
+    Diagonal weights, as cavi requires. A constant predictor scores 0.5.
     """
     data = load_kinships(relation="term18")
     X_train, X_test, y_train, y_test = train_test_split(
         data.data, data.target, test_size=0.2, random_state=0
     )
-    floors = {"cavi": 0.75, "score": 0.7, "mcvi": 0.9}
+    floors = {"cavi": 0.7, "score": 0.7, "mcvi": 0.9}
     elbos = {}
     for inference, floor in floors.items():
         extra = {"learning_offset": 10.0} if inference == "score" else {}
         model = LatentFeatureRelational(
-            10, inference=inference, max_iter=100, random_state=0, **extra
+            10,
+            weights="diagonal",
+            inference=inference,
+            max_iter=60,
+            random_state=0,
+            n_elbo_samples=8,
+            **extra,
         ).fit(X_train, y_train)
         auc = roc_auc_score(y_test, model.predict_proba(X_test)[:, 1])
         assert auc > floor, (inference, auc)
         elbos[inference] = model.elbo(X_train, y_train)
-    assert elbos["mcvi"] > max(elbos["cavi"], elbos["score"]) + 300, elbos
+    assert elbos["mcvi"] > max(elbos["cavi"], elbos["score"]), elbos
 
 
 # ----------------------------------------------------------------------- API
 @pytest.mark.parametrize("inference", METHODS)
-def test_outputs_shapes_and_consistency(synthetic, inference):
+@pytest.mark.parametrize("weights", ["diagonal", "full"])
+def test_outputs_shapes_and_consistency(synthetic, inference, weights):
+    if inference == "cavi" and weights == "full":
+        pytest.skip("cavi needs diagonal weights")
     X, y, _ = synthetic
-    model = _model(inference, max_iter=10).fit(X, y)
+    model = _model(inference, weights, max_iter=10).fit(X, y)
     D, N = 3, 60
-    assert model.latent_features_.shape == (N, D)
-    assert np.all((model.latent_features_ > 0) & (model.latent_features_ < 1))
-    assert model.weights_.shape == (D,) and isinstance(model.intercept_, float)
+    q = model.latent_features_
+    assert q.shape == (N, D) and np.all((q > 0) & (q < 1))
+    assert model.weights_.shape == ((1, D) if weights == "diagonal" else (1, D, D))
+    assert model.intercept_.shape == (1,)
     assert model.n_iter_ == 10 and model.elbo_history_.shape == (10,)
     assert model.n_entities_ == N and model.n_features_in_ == 2
+    assert np.isfinite(model.elbo_) and model.elbo_ < 0
     proba = model.predict_proba(X[:50])
     assert proba.shape == (50, 2)
     assert_allclose(proba.sum(axis=1), 1.0)
@@ -119,23 +245,31 @@ def test_outputs_shapes_and_consistency(synthetic, inference):
     assert_array_equal(
         model.predict(X[:50]), model.classes_[(proba[:, 1] > 0.5).astype(int)]
     )
-    assert_array_equal(score > 0, proba[:, 1] > 0.5)
     features = model.transform(X[:50])
-    q = model.latent_features_
-    assert_allclose(features, q[X[:50, 0]] * q[X[:50, 1]])
-    # the link is linear in the transform features
-    p = features
-    m = model.intercept_ + p @ model.weights_
-    v = (p * (1 - p)) @ model.weights_**2
-    assert_allclose(score, m / np.sqrt(1 + v))
-    # undirected: a pair and its reverse get the same prediction
-    assert_allclose(model.predict_proba(X[:50, ::-1]), proba)
+    W = model.weights_[0]
+    if weights == "diagonal":
+        assert_allclose(features, q[X[:50, 0]] * q[X[:50, 1]])
+        m = model.intercept_[0] + features @ W
+        v = (features * (1 - features)) @ W**2
+        assert_allclose(score, m / np.sqrt(1 + v))
+        # undirected: a pair and its reverse get the same prediction
+        assert_allclose(model.predict_proba(X[:50, ::-1]), proba)
+    else:
+        assert features.shape == (50, D * D)
+        # the mean of eta is linear in the transform features
+        m = model.intercept_[0] + features @ W.ravel()
+        assert np.all(np.abs(score) <= np.abs(m) + 1e-12)
+        assert_array_equal(np.sign(score), np.sign(m))
 
 
-def test_elbo_method_equals_the_last_history_value(synthetic):
+def test_elbo_method_is_per_pair_and_equals_elbo_(synthetic):
     X, y, _ = synthetic
-    model = _model("mcvi", max_iter=7).fit(X, y)
-    assert_allclose(model.elbo(X, y), model.elbo_history_[-1], rtol=1e-12)
+    model = _model("mcvi", "full", max_iter=7).fit(X, y)
+    assert_allclose(model.elbo(X, y), model.elbo_, rtol=1e-12)
+    assert_allclose(model.elbo_history_[-1], model.elbo_, rtol=1e-12)
+    # per pair: on half the pairs the likelihood part halves, the KL does not
+    half = model.elbo(X[::2], y[::2])
+    assert np.isfinite(half) and abs(half - model.elbo_) < 1.0
 
 
 def test_string_labels_and_classes(synthetic):
@@ -154,26 +288,40 @@ def test_unseen_entities_get_the_prior(synthetic):
     keep = (X < 50).all(axis=1)  # entities 50..59 never seen; ids up to 49
     model = _model(max_iter=10, feature_prior=0.3).fit(X[keep], y[keep])
     assert model.n_entities_ == 50
-    # open entity set: ids beyond those seen get q = rho
     assert_allclose(model.transform([[3, 55], [57, 58]])[1], np.full(3, 0.09))
     assert_allclose(model.transform([[3, 55]])[0], model.latent_features_[3] * 0.3)
-    # an entity declared but in no training pair has the prior as posterior
     declared = _model(max_iter=10, feature_prior=0.3, n_entities=60).fit(
         X[keep], y[keep]
     )
     assert_allclose(declared.latent_features_[50:], 0.3)
     with pytest.raises(ValueError, match="smaller than n_entities=60"):
         declared.predict([[3, 60]])
+    assert np.isfinite(model.elbo([[3, 55], [57, 58]], [1, 0]))
 
 
-def test_gridsearch_over_pairs_with_roc_auc(synthetic):
-    X, y, _ = synthetic
+def test_gridsearch_over_pairs_with_roc_auc():
+    """Cross-validated AUC selects enough features: 1 feature cannot explain 3."""
+    X, y, _ = make_relational(70, 3, density=0.3, random_state=3)
     search = GridSearchCV(
-        _model(max_iter=50), {"n_components": [2, 3]}, scoring="roc_auc", cv=3
+        LatentFeatureRelational(weights="diagonal", max_iter=50, random_state=0),
+        {"n_components": [1, 3]},
+        scoring="roc_auc",
+        cv=3,
     ).fit(X, y)
-    assert search.best_params_["n_components"] in (2, 3)
-    # the true probabilities score 0.78 on these data; chance is 0.5
-    assert search.best_score_ > 0.65, search.cv_results_["mean_test_score"]
+    scores = search.cv_results_["mean_test_score"]
+    assert search.best_params_["n_components"] == 3, scores
+    assert scores[1] > scores[0] + 0.02, scores
+    # multi-relational rows split the same way (shuffled: rows are sorted by relation)
+    Xm, ym, t = make_relational(50, 2, n_relations=2, directed=True, random_state=0)
+    oracle = roc_auc_score(ym, t.link_probability)  # 0.786
+    cv = cross_val_score(
+        LatentFeatureRelational(2, max_iter=40, random_state=0),
+        Xm,
+        ym,
+        scoring="roc_auc",
+        cv=StratifiedKFold(3, shuffle=True, random_state=0),
+    )
+    assert cv.mean() > oracle - 0.05, (cv, oracle)
 
 
 def test_transform_feeds_a_linear_model(synthetic):
@@ -184,6 +332,24 @@ def test_transform_feeds_a_linear_model(synthetic):
     assert auc > 0.75 and auc > own - 0.03, (auc, own)
 
 
+@pytest.mark.parametrize("weights", ["diagonal", "full"])
+def test_set_output_pandas_and_feature_names(synthetic, weights):
+    pd = pytest.importorskip("pandas")
+    X, y, _ = synthetic
+    model = _model(weights=weights, max_iter=5).fit(X, y)
+    names = model.get_feature_names_out()
+    assert len(names) == (3 if weights == "diagonal" else 9)
+    assert names[0] == (
+        "latentfeaturerelational0"
+        if weights == "diagonal"
+        else "latentfeaturerelational0_0"
+    )
+    model.set_output(transform="pandas")
+    frame = model.transform(X[:4])
+    assert isinstance(frame, pd.DataFrame)
+    assert list(frame.columns) == list(names)
+
+
 def test_warm_start_continues_the_run(synthetic):
     X, y, _ = synthetic
     model = _model(max_iter=5, warm_start=True).fit(X, y)
@@ -191,35 +357,35 @@ def test_warm_start_continues_the_run(synthetic):
     model.fit(X, y)
     assert model.n_iter_ == 10
     assert_array_equal(model.elbo_history_[:5], first)
-    assert model.elbo_history_.size == 10
+    # the step-size schedule continues: not the same as a fresh 5 iterations
+    assert model._step == 10
 
 
 def test_tol_stops_and_max_iter_warns(synthetic):
     X, y, _ = synthetic
     model = LatentFeatureRelational(
-        3, inference="cavi", tol=1e-2, max_iter=300, random_state=0
+        3, weights="diagonal", inference="cavi", tol=1e-2, max_iter=300, random_state=0
     ).fit(X, y)
-    assert model.n_iter_ < 300
+    assert model.n_iter_ < 300 and model.converged_
     with pytest.warns(ConvergenceWarning, match="max_iter"):
         LatentFeatureRelational(3, tol=0, max_iter=3, random_state=0).fit(X, y)
 
 
-def test_evaluate_every(synthetic):
+def test_early_stopping_holds_out_pairs(synthetic):
     X, y, _ = synthetic
-    model = _model(max_iter=10, evaluate_every=4).fit(X, y)
-    assert model.elbo_history_.size == 3  # iterations 4, 8 and the last one
-    assert _model(max_iter=10, evaluate_every=0).fit(X, y).elbo_history_.size == 0
+    model = _model(max_iter=20, early_stopping=True, validation_fraction=0.2).fit(X, y)
+    assert model.validation_scores_.shape == (model.n_iter_,)
+    assert np.all(np.isfinite(model.validation_scores_))
 
 
 def test_verbose_prints_the_elbo(synthetic, capsys):
     X, y, _ = synthetic
     _model(max_iter=2, verbose=1).fit(X, y)
     out = capsys.readouterr().out
-    assert "Iteration 2, true ELBO" in out
+    assert "iteration 2: ELBO" in out and "nats/sample" in out
 
 
 # ----------------------------------------------- properties on pair data
-# (the versions of scikit-learn's common checks that need pairs of ids)
 @pytest.mark.parametrize("inference", METHODS)
 def test_determinism_idempotence_and_pickle(synthetic, inference):
     X, y, _ = synthetic
@@ -228,7 +394,7 @@ def test_determinism_idempotence_and_pickle(synthetic, inference):
     assert_array_equal(a.latent_features_, b.latent_features_)
     assert_array_equal(a.elbo_history_, b.elbo_history_)
     before = a.predict_proba(X)
-    assert a.fit(X, y) is a  # fit returns self; refitting gives the same result
+    assert a.fit(X, y) is a
     assert_array_equal(a.predict_proba(X), before)
     restored = pickle.loads(pickle.dumps(a))
     for method in ("predict_proba", "decision_function", "transform", "predict"):
@@ -254,11 +420,20 @@ def test_inputs_not_modified_and_dtypes_accepted(synthetic, tmp_path):
         results.append(model.predict_proba(Xd))
     for r in results[1:]:
         assert_allclose(r, results[0])
-    # read-only memory-mapped input
     path = tmp_path / "X.npy"
     np.save(path, X)
     X_mm = np.load(path, mmap_mode="r")
     assert_allclose(_model(max_iter=5).fit(X_mm, y).predict_proba(X_mm), results[0])
+
+
+def test_two_columns_equal_three_with_relation_zero(synthetic):
+    X, y, _ = synthetic
+    X3 = np.column_stack([X, np.zeros(len(X), dtype=int)])
+    a = _model("mcvi", "full", max_iter=5).fit(X, y)
+    b = _model("mcvi", "full", max_iter=5).fit(X3, y)
+    assert_allclose(a.predict_proba(X), b.predict_proba(X3))
+    with pytest.raises(ValueError, match="n_relations_=1"):
+        b.predict_proba([[0, 1, 1]])
 
 
 def test_predictions_invariant_to_order_and_subsets(synthetic):
@@ -268,13 +443,14 @@ def test_predictions_invariant_to_order_and_subsets(synthetic):
     perm = np.random.default_rng(0).permutation(len(X))
     assert_allclose(model.predict_proba(X[perm]), full[perm])
     assert_allclose(model.predict_proba(X[:7]), full[:7])
-    state = dict(vars(model))
+    state = {
+        k: np.copy(v) if isinstance(v, np.ndarray) else v
+        for k, v in vars(model).items()
+    }
     model.predict(X), model.transform(X), model.elbo(X, y)
-    assert vars(model).keys() == state.keys()
     for key, value in state.items():
-        assert (
-            np.all(vars(model)[key] == value) if isinstance(value, np.ndarray) else True
-        )
+        if isinstance(value, np.ndarray):
+            assert_array_equal(vars(model)[key], value)
 
 
 def test_unfitted_raises(synthetic):
@@ -293,7 +469,7 @@ def test_unfitted_raises(synthetic):
     [
         ([[0, 1.5], [1, 2]], [0, 1], "integer entity ids"),
         ([[0, -1], [1, 2]], [0, 1], "non-negative"),
-        ([[0, 1, 2], [1, 2, 3]], [0, 1], r"shape \(n_pairs, 2\)"),
+        ([[0, 1, 2, 3], [1, 2, 3, 4]], [0, 1], r"shape \(n_pairs, 2\)"),
         ([0, 1, 2], [0, 1, 1], "2D array"),
         ([[0, np.nan], [1, 2]], [0, 1], "NaN"),
         ([[0, np.inf], [1, 2]], [0, 1], "infinity"),
@@ -304,11 +480,21 @@ def test_unfitted_raises(synthetic):
         ([[True, False], [False, True]], [0, 1], "booleans"),
         (np.empty((0, 2)), [], "0 sample"),
         ([[0, 1], [1, 2]], [0, 1, 1], "inconsistent numbers of samples"),
+        ([[0, 10**9], [1, 2], [2, 0]], [1, 0, 1], "Remap the ids"),
+        ([[0, 2**62], [1, 2], [2, 0]], [1, 0, 1], "Remap them"),
+        ([[0, 1, 10**9], [1, 2, 0]], [1, 0], "Relation ids go up to"),
     ],
 )
 def test_bad_input_raises_clear_errors(X, y, match):
     with pytest.raises(ValueError, match=match):
         LatentFeatureRelational(2, max_iter=2).fit(X, y)
+
+
+def test_sparse_ids_within_the_slack_are_fine():
+    """Ids up to 4 x distinct + 100 000 are accepted (O(largest id) memory)."""
+    X = np.array([[0, 5000], [1, 2], [2, 0], [5000, 1]])
+    model = LatentFeatureRelational(2, max_iter=2, random_state=0).fit(X, [1, 0, 1, 0])
+    assert model.n_entities_ == 5001
 
 
 def test_bad_input_in_predict_and_explicit_n_entities(synthetic):
@@ -326,16 +512,21 @@ def test_bad_input_in_predict_and_explicit_n_entities(synthetic):
         LatentFeatureRelational().fit(
             np.array([["a", "b"], ["c", "d"]], dtype=object), [0, 1]
         )
+    with pytest.raises(ValueError, match="cavi.*diagonal"):
+        LatentFeatureRelational(2, inference="cavi", weights="full").fit(X, y)
 
 
 @pytest.mark.parametrize(
     "param, value",
     [
         ("inference", "gibbs"),
+        ("weights", "sym"),
+        ("init", "kmeans"),
         ("feature_prior", 1.0),
         ("alpha", -1.0),
         ("learning_decay", 0.4),
         ("n_components", 0),
+        ("n_init", 0),
     ],
 )
 def test_bad_parameters(synthetic, param, value):

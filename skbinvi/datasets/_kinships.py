@@ -35,7 +35,7 @@ def _relation_index(relation, relation_names):
         if 0 <= int(relation) < len(names):
             return int(relation)
     raise ValueError(
-        "relation must be None, a relation name or an index in "
+        'relation must be None, "all", a relation name or an index in '
         f"0..{len(names) - 1}; got {relation!r}. Valid names (index order): "
         f"{names}."
     )
@@ -70,7 +70,12 @@ def load_kinships(*, relation=None, return_X_y=False):
     relation : str, int or None, default=None
         The relation defining ``target``: a name of ``relation_names`` (e.g.
         ``"term7"``) or an index into it (0 to 24; index 23 is ``"term24"``).
-        None means "linked in any relation". Every ordered pair of people
+        ``"all"``: every relation at once, the multi-relational problem of
+        Miller et al. [2]_: ``data`` then holds the triples ``(i, j, r)``
+        (267,800 rows = 25 x 10,712, shape (n, 3)) and ``target`` whether
+        ``adjacency[r, i, j]``, the input of ``LatentFeatureRelational`` for
+        one feature set shared by all relations. None means "linked in any
+        relation". Every ordered pair of people
         carries at most one kinship term and all but 26 carry one, so with
         None the target is 1 for 10,686 of the 10,712 pairs: choose a
         relation for a meaningful link-prediction task.
@@ -82,27 +87,31 @@ def load_kinships(*, relation=None, return_X_y=False):
     data : :class:`~sklearn.utils.Bunch`
         Dictionary-like object with the following attributes.
 
-        data : ndarray of shape (10712, 2), int64
+        data : ndarray of shape (10712, 2) or (267800, 3), int64
             All ordered pairs ``(i, j)`` of distinct people, ``i != j``, as
             entity indices (into ``entity_names``), in row-major order: sorted
             by ``i``, then by ``j``. Column 0 is the head ``i`` and column 1
             the tail ``j`` of a triple (i, r, j). Both ``(i, j)`` and
-            ``(j, i)`` are present.
-        target : ndarray of shape (10712,), int64
+            ``(j, i)`` are present. With ``relation="all"``, the pairs are
+            repeated for every relation r (sorted by r first) and column 2
+            holds r (an index into ``relation_names``).
+        target : ndarray of shape (10712,) or (267800,), int64
             1 if ``adjacency[r, i, j]`` for the chosen relation r (for any r
-            when ``relation`` is None), else 0.
+            when ``relation`` is None; for the row's r with "all"), else 0.
         adjacency : ndarray of shape (25, 104, 104), bool
             The full tensor ``Y[r, i, j]`` (head i, tail j); directed, not
             symmetric. Its diagonal ``Y[:, i, i]`` is all False.
         feature_names : list of str
-            ``["head", "tail"]``, the names of the columns of ``data``.
+            ``["head", "tail"]`` (``["head", "tail", "relation"]`` with
+            ``relation="all"``), the names of the columns of ``data``.
         relation_names : ndarray of str of shape (25,)
             ``term0`` ... ``term25`` (no ``term23``), in increasing numeric
             order; position r names ``adjacency[r]``.
         entity_names : ndarray of str of shape (104,)
             ``person0`` ... ``person103``, in increasing numeric order.
         relation : str or None
-            The name of the relation defining ``target`` (None for any).
+            The name of the relation defining ``target`` (None for any,
+            ``"all"`` for every relation).
         DESCR : str
             Full description of the data set.
 
@@ -112,7 +121,7 @@ def load_kinships(*, relation=None, return_X_y=False):
     Raises
     ------
     ValueError
-        If ``relation`` is not None, a valid name or a valid index (the
+        If ``relation`` is not None, "all", a valid name or a valid index (the
         message lists the valid names), or if ``return_X_y`` is not a bool.
 
     Notes
@@ -150,20 +159,29 @@ def load_kinships(*, relation=None, return_X_y=False):
     >>> X, y = load_kinships(relation=0, return_X_y=True)
     >>> int(y.sum())
     228
+    >>> X, y = load_kinships(relation="all", return_X_y=True)
+    >>> X.shape, int(y.sum())
+    ((267800, 3), 10686)
     """
     adjacency, entity_names, relation_names = _load_arrays()
-    if relation is None:
+    n_entities = adjacency.shape[1]
+    i, j = np.nonzero(~np.eye(n_entities, dtype=bool))  # row-major, i != j
+    if isinstance(relation, str) and relation == "all":
+        R = adjacency.shape[0]
+        r = np.repeat(np.arange(R), i.size)
+        data = np.column_stack([np.tile(i, R), np.tile(j, R), r]).astype(np.int64)
+        target = adjacency[r, data[:, 0], data[:, 1]].astype(np.int64)
+        name = "all"
+    elif relation is None:
         linked = adjacency.any(axis=0)
         name = None
     else:
         r = _relation_index(relation, relation_names)
         linked = adjacency[r]
         name = str(relation_names[r])
-
-    n_entities = adjacency.shape[1]
-    i, j = np.nonzero(~np.eye(n_entities, dtype=bool))  # row-major, i != j
-    data = np.column_stack([i, j]).astype(np.int64)
-    target = linked[i, j].astype(np.int64)
+    if name != "all":
+        data = np.column_stack([i, j]).astype(np.int64)
+        target = linked[i, j].astype(np.int64)
     if return_X_y:
         return data, target
 
@@ -172,7 +190,7 @@ def load_kinships(*, relation=None, return_X_y=False):
         data=data,
         target=target,
         adjacency=adjacency,
-        feature_names=list(_FEATURE_NAMES),
+        feature_names=list(_FEATURE_NAMES) + (["relation"] if name == "all" else []),
         relation_names=relation_names,
         entity_names=entity_names,
         relation=name,

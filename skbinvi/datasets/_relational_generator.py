@@ -1,4 +1,5 @@
-"""Synthetic undirected relational data from a latent feature (probit) model."""
+"""Synthetic relational data (undirected or directed, one or many relations)
+from a latent feature (probit) model."""
 
 from numbers import Integral, Real
 
@@ -18,6 +19,9 @@ __all__ = ["make_relational"]
         "weights": ["array-like", None],
         "intercept": [Interval(Real, None, None, closed="neither")],
         "weight_scale": [Interval(Real, 0, None, closed="neither")],
+        "directed": ["boolean"],
+        "n_relations": [Interval(Integral, 1, None, closed="left")],
+        "full_weights": ["boolean"],
         "random_state": ["random_state"],
     },
     prefer_skip_nested_validation=True,
@@ -30,69 +34,91 @@ def make_relational(
     weights=None,
     intercept=-1.0,
     weight_scale=2.0,
+    directed=False,
+    n_relations=1,
+    full_weights=False,
     random_state=None,
 ):
-    r"""Sample an undirected network from a latent feature relational model.
+    r"""Sample a network from a latent feature relational model with known truth.
 
-    Each entity i has binary features :math:`z_{id}`; two entities are linked
-    with a probability that grows with the features they share (for positive
-    weights), the finite, diagonal-weight latent feature relational model of
-    Miller et al. [1]_:
+    Each entity i has binary features :math:`z_{id}`; a link from sender i
+    to receiver j in relation r follows the probit model of Miller et al.
+    [1]_ (finite version):
 
     .. math::
 
         z_{id} \sim \mathrm{Bernoulli}(\rho), \qquad
-        p(x_{ij} = 1 \mid z) = \Phi\Big(w_0 + \sum_d w_d z_{id} z_{jd}\Big),
-        \quad i < j,
+        p(x_{ijr} = 1 \mid z) = \Phi\big(b + z_i^\top W_r z_j\big),
 
-    with :math:`\Phi` the standard normal CDF. Links are undirected: one
-    observation per unordered pair, ``x_ji = x_ij``, and no self links.
+    with :math:`\Phi` the standard normal CDF. By default (one relation,
+    diagonal weights, ``directed=False``) :math:`W = \mathrm{diag}(w)` and
+    links are undirected: one observation per unordered pair i < j and no
+    self links. ``directed=True`` lists every ordered pair i != j (both
+    (i, j) and (j, i), with independent links); ``full_weights=True`` draws
+    full, non-symmetric weight matrices (links then depend on the direction);
+    ``n_relations=R`` draws one weight matrix per relation over the same
+    features and lists every pair once per relation.
 
-    Cost O(n_pairs * n_components) time and O(n_pairs) memory for the
+    Cost O(n_rows * n_components) time and O(n_rows) memory for the
     outputs; no ``(n_entities, n_entities, n_components)`` array and no dense
     float ``(n_entities, n_entities)`` matrix is formed (the linear predictor
-    is computed one entity i at a time, for its pairs with j > i).
+    is computed one entity i at a time).
 
     Parameters
     ----------
     n_entities : int >= 2, default=100
-        Number of entities N; the data have ``N * (N - 1) / 2`` pairs.
+        Number of entities N.
     n_components : int >= 1, default=5
         Number of latent binary features D.
     density : float in [0, 1], default=0.3
         Prior probability :math:`\rho` that an entity has a given feature.
-    weights : array-like of shape (n_components,), default=None
-        The weights :math:`w_d` (finite floats). None draws them uniformly in
-        ``[weight_scale / 2, 3 * weight_scale / 2]``: positive, so sharing a
-        feature raises the link probability.
+    weights : array-like, default=None
+        The weights: shape (D,) (diagonal, every relation), (D, D) (full,
+        every relation; also when R == D), (R, D) (one diagonal per
+        relation) or (R, D, D) (one matrix per relation); finite floats.
+        None draws them: diagonal weights uniformly in
+        ``[weight_scale / 2, 3 * weight_scale / 2]`` (positive, so sharing a
+        feature raises the link probability), or with ``full_weights`` every
+        entry uniformly in ``[-weight_scale, weight_scale]`` plus the diagonal
+        above.
     intercept : float, default=-1.0
-        The bias :math:`w_0`; ``Phi(intercept)`` is the link probability of
-        two entities that share no feature (0.159 for the default).
+        The bias :math:`b`; ``Phi(intercept)`` is the link probability of
+        two entities whose features do not interact (0.159 for the default).
     weight_scale : float > 0, default=2.0
         Scale of the random weights; ignored when ``weights`` is given.
+    directed : bool, default=False
+        List every ordered pair (i, j), i != j, instead of the pairs i < j.
+    n_relations : int >= 1, default=1
+        Number of relations R; with R > 1, X has a third column (relation).
+    full_weights : bool, default=False
+        Draw full D x D weight matrices (when ``weights`` is None).
     random_state : int, RandomState instance or None, default=None
         Seed for reproducible output. See :term:`Glossary <random_state>`.
         The features are drawn first (one uniform per entry of Z, row-major),
-        then the weights (if ``weights`` is None), then one uniform per pair,
-        in the order of the rows of ``X``; so, for a given seed, passing
-        ``weights`` leaves Z unchanged.
+        then the weights (if ``weights`` is None), then one uniform per row
+        of ``X``, in order; so, for a given seed, passing ``weights`` leaves
+        Z unchanged.
 
     Returns
     -------
-    X : ndarray of shape (n_pairs, 2), int64
-        All pairs ``(i, j)`` with ``i < j``, in row-major order (sorted by
-        ``i``, then ``j``; the order of ``np.triu_indices(n_entities, 1)``).
-    y : ndarray of shape (n_pairs,), int64
-        The links :math:`x_{ij}` (0 or 1).
+    X : ndarray of shape (n_rows, 2) or (n_rows, 3), int64
+        Pairs ``(i, j)`` (and the relation r when ``n_relations > 1``), sorted
+        by relation, then i, then j. Undirected: i < j, N (N - 1) / 2 pairs
+        per relation; directed: i != j, N (N - 1) per relation.
+    y : ndarray of shape (n_rows,), int64
+        The links (0 or 1).
     ground_truth : :class:`~sklearn.utils.Bunch`
         latent_features : ndarray of shape (n_entities, n_components), int8
             The sampled features Z (0 or 1).
-        weights : ndarray of shape (n_components,), float64
-            :math:`w`.
+        weights : ndarray of shape (n_components,) or as given
+            The weights: (D,) for the default model (the diagonal), else
+            ``weight_matrices`` of shape (R, D, D) (also present in every case).
+        weight_matrices : ndarray of shape (n_relations, D, D)
+            :math:`W_r` for every relation.
         intercept : float
-            :math:`w_0`.
-        link_probability : ndarray of shape (n_pairs,), float64
-            :math:`\Phi(w_0 + \sum_d w_d z_{id} z_{jd})` for each row of ``X``.
+            :math:`b`.
+        link_probability : ndarray of shape (n_rows,), float64
+            :math:`\Phi(b + z_i^\top W_r z_j)` for each row of ``X``.
         rho : float
             The feature prior ``density``.
 
@@ -102,7 +128,7 @@ def make_relational(
         If a parameter is out of range (raised as
         ``sklearn.utils._param_validation.InvalidParameterError``, a
         ``ValueError`` subclass), if ``intercept`` is not finite, or if
-        ``weights`` does not have shape (n_components,) or is not finite.
+        ``weights`` does not have one of the shapes above or is not finite.
 
     See Also
     --------
@@ -121,51 +147,88 @@ def make_relational(
     ((1225, 2), (1225,), (50, 3))
     >>> bool((X[:, 0] < X[:, 1]).all())
     True
+    >>> X, y, truth = make_relational(20, 3, directed=True, n_relations=2,
+    ...                               full_weights=True, random_state=0)
+    >>> X.shape, truth.weight_matrices.shape
+    ((760, 3), (2, 3, 3))
     """
     intercept = float(intercept)
     if not np.isfinite(intercept):
         raise ValueError(f"intercept must be a finite float; got {intercept!r}.")
-
+    D, R = n_components, n_relations
+    shapes = [(D,), (D, D), (R, D), (R, D, D)]
+    message = (
+        "weights must be None or an array-like of shape (n_components,), "
+        "(n_components, n_components), (n_relations, n_components) or "
+        f"(n_relations, n_components, n_components) = {shapes} of finite floats; "
+        "got {!r}."
+    )
     if weights is not None:
         try:
-            w = np.asarray(weights, dtype=np.float64)
+            w = np.array(weights, dtype=np.float64)
         except (TypeError, ValueError) as exc:
-            raise ValueError(
-                "weights must be None or an array-like of shape (n_components,) "
-                f"= ({n_components},) of finite floats; got {weights!r}."
-            ) from exc
-        if w.shape != (n_components,) or not np.all(np.isfinite(w)):
-            raise ValueError(
-                "weights must be None or an array-like of shape (n_components,) "
-                f"= ({n_components},) of finite floats; got {weights!r}."
-            )
-        w = w.copy()
+            raise ValueError(message.format(weights)) from exc
+        if w.shape not in shapes or not np.all(np.isfinite(w)):
+            raise ValueError(message.format(weights))
 
     rng = check_random_state(random_state)
     rho = float(density)
-    Z = rng.random_sample((n_entities, n_components)) < rho
+    Z = rng.random_sample((n_entities, D)) < rho
     if weights is None:
-        w = rng.uniform(0.5 * weight_scale, 1.5 * weight_scale, size=n_components)
+        if full_weights:
+            w = rng.uniform(-weight_scale, weight_scale, size=(R, D, D))
+            w += np.eye(D) * rng.uniform(
+                0.5 * weight_scale, 1.5 * weight_scale, size=(R, 1, D)
+            )
+        else:
+            w = rng.uniform(
+                0.5 * weight_scale, 1.5 * weight_scale, size=D if R == 1 else (R, D)
+            )
+    # the weight matrices (R, D, D); a 2-D array of shape (D, D) is a full
+    # matrix shared by the relations (also when R == D)
+    if w.ndim == 1:
+        Wm = np.tile(np.diag(w), (R, 1, 1))
+    elif w.ndim == 2 and w.shape == (D, D) and weights is not None:
+        Wm = np.tile(w, (R, 1, 1))
+    elif w.ndim == 2:  # (R, D): one diagonal per relation
+        Wm = np.stack([np.diag(v) for v in w])
+    else:
+        Wm = w.copy()
 
-    rows, cols = np.triu_indices(n_entities, k=1)
-    n_pairs = rows.size
-    prob = np.empty(n_pairs, dtype=np.float64)
-    y = np.empty(n_pairs, dtype=np.int64)
+    n = n_entities
     Zf = Z.astype(np.float64)
+    per = n * (n - 1) if directed else n * (n - 1) // 2
+    n_rows = R * per
+    prob = np.empty(n_rows, dtype=np.float64)
+    y = np.empty(n_rows, dtype=np.int64)
+    snd = np.empty(n_rows, dtype=np.int64)
+    rcv = np.empty(n_rows, dtype=np.int64)
+    rel = np.repeat(np.arange(R, dtype=np.int64), per)
+    everyone = np.arange(n)
     start = 0
-    for i in range(n_entities - 1):
-        # pairs (i, j), j > i: a matrix-vector product on a view of Zf, so
-        # the temporaries are O(n_entities)
-        stop = start + n_entities - 1 - i
-        eta = intercept + Zf[i + 1 :] @ (w * Zf[i])
-        prob[start:stop] = ndtr(eta)
-        y[start:stop] = rng.random_sample(stop - start) < prob[start:stop]
-        start = stop
+    for r in range(R):
+        for i in range(n):
+            others = everyone[everyone != i] if directed else everyone[i + 1 :]
+            if others.size == 0:
+                continue
+            stop = start + others.size
+            # eta of the pairs (i, j): a matrix-vector product on Zf, so the
+            # temporaries are O(n_entities)
+            eta = intercept + Zf[others] @ (Zf[i] @ Wm[r])
+            prob[start:stop] = ndtr(eta)
+            y[start:stop] = rng.random_sample(stop - start) < prob[start:stop]
+            snd[start:stop] = i
+            rcv[start:stop] = others
+            start = stop
 
-    X = np.column_stack([rows, cols]).astype(np.int64, copy=False)
+    if R == 1:
+        X = np.column_stack([snd, rcv])
+    else:
+        X = np.column_stack([snd, rcv, rel])
     truth = Bunch(
         latent_features=Z.astype(np.int8),
         weights=w,
+        weight_matrices=Wm,
         intercept=intercept,
         link_probability=prob,
         rho=rho,

@@ -1,89 +1,115 @@
-"""LatentFeatureRelational: link prediction with binary latent features and a probit link."""
+"""LatentFeatureRelational: link prediction with binary latent features, probit link."""
 
-import time
 import warnings
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import expit, logit, ndtr, ndtri
-from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, _fit_context
+from sklearn.base import ClassifierMixin, TransformerMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
+from threadpoolctl import threadpool_limits
 
+from .._base import FIT_LOOP_CONSTRAINTS, BaseVariational
 from . import _kernels
 
 # Logits are kept in [-_MAX_LOGIT, _MAX_LOGIT] so that log q and log(1 - q)
 # stay finite (q within 1e-13 of 0 or 1 at worst); cavi_sweep uses the same.
 _MAX_LOGIT = _kernels.MAX_LOGIT
 
+# Without n_entities, latent_features_ has (largest id + 1) rows; ids this much
+# sparser than the distinct ids seen are refused (memory must follow the data).
+_ID_SLACK = 100_000
+# A feature is "unused" when no entity has it with probability above 1/2.
+_DEAD_FEATURE = 0.5
 
-class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
+
+class _Pairs:
+    """Validated pairs and the index structures the kernels need (built once)."""
+
+    def __init__(self, snd, rcv, rel, x, n_entities):
+        self.snd, self.rcv, self.rel, self.x = snd, rcv, rel, x
+        self.skeys = _kernels.pair_keys(snd, rel, n_entities)
+        self.rkeys = _kernels.pair_keys(rcv, rel, n_entities)
+        self._incidence = None
+        self.n_entities = n_entities
+
+    def keyed(self):
+        """The pair and key arrays of the Monte Carlo kernels, in their order."""
+        return (self.snd, self.rcv, self.rel, *self.skeys, *self.rkeys)
+
+    def incidence(self):
+        if self._incidence is None:
+            self._incidence = _kernels.incidence(self.snd, self.rcv, self.n_entities)
+        return self._incidence
+
+
+class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational):
     r"""Latent feature relational model: link prediction with binary features.
 
     Every entity i (a person, a protein, a web page) has D binary latent
-    features :math:`z_{id} \sim \mathrm{Bernoulli}(\rho)`, and the link
-    between two entities follows a probit model of the features they share
-    ([1]_ supplement, a finite, diagonal-weight version of [2]_):
+    features :math:`z_{id} \sim \mathrm{Bernoulli}(\rho)`, and a directed link
+    from sender i to receiver j in relation r follows a probit model of their
+    features ([2]_, finite version; [1]_ for the diagonal form):
 
     .. math::
 
-        p(x_{ij} = 1 \mid z) = \Phi(\eta_{ij}), \qquad
-        \eta_{ij} = w_0 + \sum_{d=1}^D w_d z_{id} z_{jd},
+        p(x_{ijr} = 1 \mid z) = \Phi(\eta_{ijr}), \qquad
+        \eta_{ijr} = b_r + z_i^\top W_r z_j,
 
-    with :math:`\Phi` the standard normal CDF. The model is undirected:
-    :math:`\eta_{ij} = \eta_{ji}`. The posterior is approximated by mean
-    field, :math:`q(z) = \prod_{id} \mathrm{Bernoulli}(q_{id})`
-    (``latent_features_``), and the weights (``intercept_``, ``weights_``)
-    are point estimates. Every method maximizes, and reports in
-    ``elbo_history_``, the true ELBO ([1]_ Eq. A.1)
+    with :math:`\Phi` the standard normal CDF, one bias :math:`b_r`
+    (``intercept_``) and one weight matrix :math:`W_r` (``weights_``) per
+    relation, full (``weights="full"``: "entities with feature d link to
+    entities with feature e", directed) or diagonal (``weights="diagonal"``:
+    :math:`\eta = b_r + \sum_d w_{rd} z_{id} z_{jd}`, symmetric in i and j).
+    All relations share the entities' features. The posterior is
+    approximated by mean field, :math:`q(z) = \prod_{id}
+    \mathrm{Bernoulli}(q_{id})` (``latent_features_``); the weights are point
+    estimates with a Gaussian (ridge) prior. Every method maximizes, and
+    reports, the true ELBO ([1]_ Eq. A.1)
 
     .. math::
 
-        \mathcal{L}(q, w) = \sum_{(i, j) \in \mathcal{O}}
-            \mathbb{E}_q\big[x_{ij} \log \Phi(\eta_{ij})
-            + (1 - x_{ij}) \log \Phi(-\eta_{ij})\big]
+        \mathcal{L}(q, b, W) = \sum_{(i, j, r) \in \mathcal{O}}
+            \mathbb{E}_q\big[x \log \Phi(\eta_{ijr})
+            + (1 - x) \log \Phi(-\eta_{ijr})\big]
             - \sum_{i, d} \mathrm{KL}\big(\mathrm{Bern}(q_{id})
             \,\|\, \mathrm{Bern}(\rho)\big)
 
-    over the observed pairs :math:`\mathcal{O}` (the rows of X in
-    :meth:`fit`); pairs that are not given do not enter it. One iteration
-    updates q, then w:
+    over the observed triples :math:`\mathcal{O}` (the rows of X in
+    :meth:`fit`), in nats per pair (``elbo_``, ``elbo_history_``). Pairs that
+    are not given do not enter it. One iteration updates q, then (b, W):
 
     - ``inference="mcvi"`` (Monte Carlo VI with each binary variable summed
-      out, [1]_, [3]_): for every (i, d) at once, from the same
-      ``n_mc_samples`` joint samples of q, the mean of
-      :math:`\Delta_{id}(z) = \log p(x, z_{id}{=}1, z_{-id}) - \log p(x,
-      z_{id}{=}0, z_{-id})` with :math:`z_{id}` summed out exactly, and the
+      out, [1]_, [3]_): for every (i, d) at once, from ``n_mc_samples`` joint
+      samples of q, the mean of :math:`\Delta_{id}(z) = \log p(x, z_{id}{=}1,
+      z_{-id}) - \log p(x, z_{id}{=}0, z_{-id})`, with :math:`z_{id}` summed
+      out exactly (flipping it moves :math:`\eta` by :math:`(W_r z_j)_d` as a
+      sender, :math:`(W_r^\top z_{i'})_d` as a receiver), and the
       natural-gradient step :math:`\lambda \leftarrow (1 - r_t)\lambda + r_t
-      \bar\Delta` on the logits :math:`\lambda = \operatorname{logit} q`
-      (with the exact expectation and :math:`r_t = 1`, coordinate ascent).
-      The w step is a pass of coordinate ascent on the EM (minorize-
-      maximize) bound of the true ELBO, its right-hand side estimated with
-      the same samples, damped with the same step size :math:`r_t`.
+      \bar\Delta` on the logits :math:`\lambda = \operatorname{logit} q`.
+      The weight step maximizes the EM (minorize-maximize) bound of the true
+      ELBO, its right-hand side estimated with the same samples, damped with
+      the same step size :math:`r_t`.
     - ``inference="cavi"`` (data-augmented coordinate ascent, [1]_ A.2-A.4,
-      [4]_): auxiliary :math:`y_{ij} \sim N(\eta_{ij}, 1)`, :math:`x_{ij} =
-      1\{y_{ij} \ge 0\}`; truncated-normal q(y), a sweep of closed-form
-      updates :math:`\operatorname{logit} q_{id} = \operatorname{logit}\rho
-      + \sum_j q_{jd} w_d (\mathbb{E}[y_{ij}] - w_0 - w_d/2 - \sum_{e \ne d}
-      w_e q_{ie} q_{je})` (the supplement's A.4 with its two typos
-      corrected, see the User Guide) and a w step, each maximizing the
-      looser augmented bound, which never decreases.
+      [4]_; diagonal weights only): truncated-normal q(y), a sweep of
+      closed-form updates of q (the supplement's A.4 with its two typos
+      corrected, see the User Guide) and the exact weight step, each
+      maximizing the looser augmented bound.
     - ``inference="score"`` (baseline): Rao-Blackwellized score-function
-      (REINFORCE) gradient of the true ELBO with a control variate, from the
-      same ``n_mc_samples`` samples, and natural-gradient steps of size
-      :math:`r_t`; w as for "mcvi". For comparison with "mcvi".
+      gradient of the true ELBO with a control variate, natural-gradient
+      steps of size :math:`r_t`; weights as for "mcvi".
 
-    The Monte Carlo methods use the step sizes :math:`r_t = (t +
-    \text{learning\_offset})^{-\text{learning\_decay}}` (Robbins-Monro:
-    :math:`\sum r_t = \infty`, :math:`\sum r_t^2 < \infty` for a decay in
-    (0.5, 1]), t counting iterations from 0.
+    The Monte Carlo methods use :math:`r_t = (t +
+    \text{learning\_offset})^{-\text{learning\_decay}}`, t counting
+    iterations from 0 over all ``fit`` calls of a ``warm_start`` run.
 
-    Pairs are rows of X, entity ids (i, j); y is the link (two classes, the
-    second one of ``classes_`` is "linked"). Scikit-learn's cross-validation
-    and :class:`~sklearn.model_selection.GridSearchCV` split the pairs, so
+    Rows of X are the samples: (sender, receiver) or (sender, receiver,
+    relation) ids, with y the link. Scikit-learn's cross-validation and
+    :class:`~sklearn.model_selection.GridSearchCV` split the pairs, so the
     held-out pairs are exactly the unobserved ones of the model.
 
     Read more in the :ref:`User Guide <relational>`.
@@ -92,81 +118,103 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
     ----------
     n_components : int, default=10
         Number of latent features D.
+    weights : {"full", "diagonal"}, default="full"
+        Form of the weight matrices W_r: "full" (D x D, directed: [2]_) or
+        "diagonal" (D weights, symmetric: [1]_). "full" is the default: it
+        measured better on every directed data set tried (User Guide).
     inference : {"mcvi", "cavi", "score"}, default="mcvi"
-        Inference method (see above).
+        Inference method (see above); "cavi" needs ``weights="diagonal"``.
+    init : {"auto", "spectral", "random"}, default="auto"
+        Start of q. "spectral": k-means clusters of the truncated SVD of the
+        entities' out-, in- and either-way links in every relation (an
+        IRM-like start, one feature per cluster: q = 0.9 for the entity's
+        cluster, 0.1 elsewhere), then three EM weight steps. "random": q
+        uniform in [0.05, 0.95], W_r the identity (assortative) and b_r
+        matched to the link rate. "auto": "spectral" for ``weights="full"``,
+        "random" for "diagonal" (the better start of each form on the data
+        sets measured in the User Guide). Each of the ``n_init`` runs draws a
+        new start.
     feature_prior : float in (0, 1), default=0.5
         Prior probability rho of each feature, :math:`p(z_{id} = 1)`.
     alpha : float >= 0, default=1.0
-        Precision of a Gaussian prior :math:`N(0, 1/\alpha)` on each weight
-        w_1..w_D, that is a ridge penalty :math:`\tfrac{\alpha}{2}\sum_d
-        w_d^2` on the w step (the probit's latent noise has unit variance,
-        as in :class:`~sklearn.linear_model.Ridge`). 0 is the unpenalized
-        maximum likelihood step of [1]_; the intercept is never penalized.
+        Precision of a Gaussian prior :math:`N(0, 1/\alpha)` on every weight
+        (entries of W_r), a ridge penalty on the weight step; the biases
+        b_r are not penalized.
     n_mc_samples : int, default=10
         "mcvi" and "score": joint samples of q per iteration (S).
     learning_offset : float >= 1, default=1.0
-        "mcvi" and "score": offset of the step-size schedule (above); 1
-        makes the first step a full one.
+        "mcvi" and "score": offset of the step-size schedule; 1 makes the
+        first step a full one.
     learning_decay : float in (0.5, 1], default=0.55
         "mcvi" and "score": decay exponent of the step-size schedule.
-    max_iter : int, default=300
-        Maximum number of iterations (one w step and one update of q each;
-        one sweep over all entities and features).
-    tol : float >= 0, default=1e-4
-        Tolerance in nats per observed pair: training stops when the true
-        ELBO has not improved by more than ``tol`` times the number of
-        observed pairs for ``n_iter_no_change`` consecutive evaluations.
-    n_iter_no_change : int, default=10
-        Number of evaluations without improvement before stopping.
-    evaluate_every : int, default=1
-        Evaluate the true ELBO every ``evaluate_every`` iterations (and after
-        the last one). 0 or negative: never during training (``tol`` is not
-        used, ``max_iter`` iterations run), as in
-        :class:`~sklearn.decomposition.LatentDirichletAllocation`. With
-        the defaults an evaluation costs about one "cavi" sweep, or a fifth
-        of an "mcvi" iteration (measured).
     n_elbo_samples : int, default=32
-        Monte Carlo samples of the true ELBO per pair (common random numbers
-        drawn once in ``fit``, so it is a deterministic function of q and w).
+        Monte Carlo samples of the true ELBO per pair (common random numbers,
+        fixed per fit, so the ELBO is a deterministic function of q and the
+        weights).
     n_entities : int or None, default=None
         Number of entities; ids must lie in [0, n_entities). None: the
-        largest id seen in ``fit`` plus one, and ids beyond it in
-        :meth:`predict_proba` or :meth:`transform` are entities never seen,
-        which get the prior (as do ids below it that appear in no training
-        pair).
+        largest id seen in ``fit`` plus one (ids must then not be much
+        sparser than the distinct ids seen: remap them with
+        ``np.unique(..., return_inverse=True)``), and ids beyond it in
+        prediction are entities never seen, which get the prior.
+    max_iter : int, default=300
+        Maximum number of iterations (one update of every q_id, one weight
+        step).
+    tol : float >= 0, default=1e-4
+        Stop when the true ELBO (nats per pair) has not improved on its best
+        by more than ``tol`` for ``n_iter_no_change`` consecutive iterations.
+    n_iter_no_change : int, default=10
+        Patience of the ``tol`` rule.
+    n_init : int, default=1
+        Number of runs from different starts; the run with the highest final
+        ELBO is kept.
     warm_start : bool, default=False
-        If True and the estimator is fitted, ``fit`` continues from the
-        fitted q and w, the step-size schedule where it stopped, and appends
-        to ``elbo_history_``. See :term:`the Glossary <warm_start>`.
+        If True and fitted, ``fit`` continues from the fitted q and weights,
+        the step-size schedule where it stopped, and extends
+        ``elbo_history_``. New entities and relations start at the prior.
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the pairs, monitor their ELBO and
+        keep the best iteration.
+    validation_fraction : float in (0, 1), default=0.1
+        Share of the pairs held out by ``early_stopping``.
     random_state : int, RandomState instance or None, default=None
-        Controls the initial q, the Monte Carlo samples and the common random
-        numbers of the ELBO. Pass an int for reproducible results. See
-        :term:`Glossary <random_state>`.
+        Controls the start, the Monte Carlo samples and the common random
+        numbers of the ELBO. Pass an int for reproducible results.
     verbose : int, default=0
-        If positive, print the true ELBO and the time of every evaluation.
+        If positive, print the ELBO of every iteration (the package's one
+        format).
 
     Attributes
     ----------
     latent_features_ : ndarray of shape (``n_entities_``, n_components)
         Posterior probabilities q(z_id = 1), float64.
-    weights_ : ndarray of shape (n_components,)
-        Feature weights w_1..w_D.
-    intercept_ : float
-        Intercept w_0.
+    weights_ : ndarray of shape (n_relations_, D, D) or (n_relations_, D)
+        W_r for ``weights="full"``; the diagonals w_r for "diagonal".
+    intercept_ : ndarray of shape (n_relations_,)
+        Biases b_r.
     classes_ : ndarray of shape (2,)
         The two labels of y; ``classes_[1]`` means "linked".
-    elbo_history_ : ndarray of shape (n_evaluations,)
-        True ELBO after every evaluation (see ``evaluate_every``), in nats,
-        summed over the observed pairs (not per pair), without the ridge
-        penalty on w. Estimated with ``n_elbo_samples`` common random numbers
-        per pair; the same objective for every inference method.
+    elbo_ : float
+        True ELBO of the training pairs at the end, nats per pair.
+    elbo_history_ : ndarray of shape (n_iter_,)
+        True ELBO after every iteration, nats per pair (common random
+        numbers, the same objective for every inference method), without
+        the ridge penalty.
     n_iter_ : int
-        Number of iterations run (over all ``fit`` calls with
-        ``warm_start``).
+        Number of iterations of the kept run.
+    converged_ : bool
+        Whether the ``tol`` rule was met before ``max_iter``.
+    validation_scores_ : ndarray of shape (n_iter_,) or None
+        Held-out ELBO per iteration with ``early_stopping``.
+    best_validation_score_ : float or None
+        Best of ``validation_scores_``.
     n_entities_ : int
-        Number of entities of ``latent_features_``.
+        Number of rows of ``latent_features_``.
+    n_relations_ : int
+        Number of relations (largest relation id plus one; 1 for X with two
+        columns).
     n_features_in_ : int
-        Number of columns of X seen in :term:`fit`, always 2.
+        Number of columns of X seen in :term:`fit` (2 or 3).
 
     See Also
     --------
@@ -174,23 +222,16 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
 
     Notes
     -----
-    **Directed data.** The model is symmetric, :math:`p(x_{ij}) = p(x_{ji})`.
-    Each row of X is one observation: a pair given in both orders counts
-    twice, so on directed data (``(i, j)`` and ``(j, i)`` with possibly
-    different links) the model fits one probability for both directions,
-    the average, and predicts the same for both. Self-pairs (i, i) are
-    rejected.
-
     **Prediction.** :meth:`predict_proba` uses the probit-Gaussian
-    approximation :math:`p(x_{ij} = 1) = \mathbb{E}_q \Phi(\eta_{ij})
-    \approx \Phi(m / \sqrt{1 + v})`, :math:`m = w_0 + \sum_d w_d p_d`,
-    :math:`v = \sum_d w_d^2 p_d (1 - p_d)`, :math:`p_d = q_{id} q_{jd}`
-    (exact when the products are Gaussian); :meth:`decision_function`
-    returns :math:`m / \sqrt{1 + v}`.
+    approximation :math:`\mathbb{E}_q \Phi(\eta) \approx \Phi(m / \sqrt{1 +
+    v})` with the mean m and variance v of :math:`\eta` under q (exact
+    moments, see the User Guide); :meth:`decision_function` returns
+    :math:`m / \sqrt{1 + v}`.
 
-    **Cost.** An iteration costs O(P D) for "cavi" and O(S P D) evaluations
-    of log Phi for "mcvi" and "score" (P observed pairs, at most N(N-1)/2);
-    memory is O(P + N D + S N D), never N x N x D.
+    **Cost.** An "mcvi" iteration costs O(S (P D + K D^2)) operations and at
+    most S P (2 D + 1) evaluations of log Phi (P pairs, K distinct
+    (entity, relation) pairs, S = ``n_mc_samples``), plus the weight step,
+    O(P D^2 + K D^4) for full W; memory O(P + S N D + R D^4), never N x N.
 
     References
     ----------
@@ -208,72 +249,77 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
     >>> from skbinvi import LatentFeatureRelational
     >>> from skbinvi.datasets import make_relational
     >>> X, y, truth = make_relational(60, 3, random_state=0)
-    >>> model = LatentFeatureRelational(n_components=3, random_state=0).fit(X, y)
+    >>> model = LatentFeatureRelational(n_components=3, max_iter=50,
+    ...                                 random_state=0).fit(X, y)
     >>> model.predict_proba(X[:2]).shape
     (2, 2)
-    >>> model.transform(X[:2]).shape
-    (2, 3)
+    >>> model.weights_.shape
+    (1, 3, 3)
     """
 
     _parameter_constraints: dict = {
+        **FIT_LOOP_CONSTRAINTS,
         "n_components": [Interval(Integral, 1, None, closed="left")],
+        "weights": [StrOptions({"full", "diagonal"})],
         "inference": [StrOptions({"mcvi", "cavi", "score"})],
+        "init": [StrOptions({"auto", "spectral", "random"})],
         "feature_prior": [Interval(Real, 0, 1, closed="neither")],
         "alpha": [Interval(Real, 0, None, closed="left")],
         "n_mc_samples": [Interval(Integral, 1, None, closed="left")],
         "learning_offset": [Interval(Real, 1, None, closed="left")],
         "learning_decay": [Interval(Real, 0.5, 1, closed="right")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "evaluate_every": [Integral],
         "n_elbo_samples": [Interval(Integral, 1, None, closed="left")],
         "n_entities": [None, Interval(Integral, 2, None, closed="left")],
-        "warm_start": ["boolean"],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
     }
 
     def __init__(
         self,
         n_components=10,
         *,
+        weights="full",
         inference="mcvi",
+        init="auto",
         feature_prior=0.5,
         alpha=1.0,
         n_mc_samples=10,
         learning_offset=1.0,
         learning_decay=0.55,
+        n_elbo_samples=32,
+        n_entities=None,
         max_iter=300,
         tol=1e-4,
         n_iter_no_change=10,
-        evaluate_every=1,
-        n_elbo_samples=32,
-        n_entities=None,
+        n_init=1,
         warm_start=False,
+        early_stopping=False,
+        validation_fraction=0.1,
         random_state=None,
         verbose=0,
     ):
         self.n_components = n_components
+        self.weights = weights
         self.inference = inference
+        self.init = init
         self.feature_prior = feature_prior
         self.alpha = alpha
         self.n_mc_samples = n_mc_samples
         self.learning_offset = learning_offset
         self.learning_decay = learning_decay
+        self.n_elbo_samples = n_elbo_samples
+        self.n_entities = n_entities
         self.max_iter = max_iter
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
-        self.evaluate_every = evaluate_every
-        self.n_elbo_samples = n_elbo_samples
-        self.n_entities = n_entities
+        self.n_init = n_init
         self.warm_start = warm_start
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
         self.random_state = random_state
         self.verbose = verbose
 
     # ------------------------------------------------------------------ input
     def _check_pairs(self, X, *, reset, y=None):
-        """Validate X (and y); return int64 rows, cols (and the 0/1 links)."""
+        """Validate X (and y); return (P, 3) int64 triples (and the 0/1 links)."""
         if y is None:
             X = validate_data(self, X, reset=reset, dtype="numeric")
         else:
@@ -290,10 +336,12 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
                     "y holds one class only; link prediction needs pairs of both "
                     f"classes (links and non-links); got only {classes[0]!r}."
                 )
-        if X.shape[1] != 2:
+        name = type(self).__name__
+        if X.shape[1] not in (2, 3):
             raise ValueError(
-                f"{type(self).__name__} expects X of shape (n_pairs, 2): one pair of "
-                f"entity ids (i, j) per row; got {X.shape[1]} columns."
+                f"{name} expects X of shape (n_pairs, 2), one pair of entity ids "
+                "(i, j) per row, or (n_pairs, 3), (sender, receiver, relation); "
+                f"got {X.shape[1]} columns."
             )
         if np.issubdtype(X.dtype, np.bool_):
             raise ValueError("X must contain integer entity ids; got booleans.")
@@ -306,45 +354,78 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
                 )
         if X.min() < 0:
             raise ValueError(
-                f"Negative values in data passed to {type(self).__name__}: entity ids "
+                f"Negative values in data passed to {name}: entity and relation ids "
                 f"must be non-negative; got {X.min()!r}."
             )
-        if self.n_entities is not None and X.max() >= self.n_entities:
+        if X.max() >= 2**62:
+            raise ValueError(
+                f"Ids must be smaller than 2**62; got {X.max()!r}. Remap them to "
+                "0, 1, 2, ... first, e.g. with ids, inverse = np.unique(X[:, :2], "
+                "return_inverse=True)."
+            )
+        snd = X[:, 0].astype(np.int64)
+        rcv = X[:, 1].astype(np.int64)
+        rel = X[:, 2].astype(np.int64) if X.shape[1] == 3 else np.zeros_like(snd)
+        if self.n_entities is not None and max(snd.max(), rcv.max()) >= self.n_entities:
             raise ValueError(
                 "Entity ids must be smaller than n_entities="
-                f"{self.n_entities}; got {X.max()!r}."
+                f"{self.n_entities}; got {max(snd.max(), rcv.max())!r}."
             )
-        rows = X[:, 0].astype(np.int64)
-        cols = X[:, 1].astype(np.int64)
-        if np.any(rows == cols):
+        if np.any(snd == rcv):
             raise ValueError(
-                "X contains self-pairs (i, i), which are not part of the model "
-                f"(first at row {int(np.flatnonzero(rows == cols)[0])})."
+                f"{name} got self-pairs (i, i), which are not part of the model "
+                f"(first at row {int(np.flatnonzero(snd == rcv)[0])})."
             )
+        if not reset and rel.max() >= self.n_relations_:
+            raise ValueError(
+                f"Relation ids must be smaller than n_relations_={self.n_relations_} "
+                f"(the relations seen in fit); got {rel.max()!r}."
+            )
+        triples = np.column_stack([snd, rcv, rel])
         if y is None:
-            return rows, cols
+            return triples
         if reset or not hasattr(self, "classes_"):
             self.classes_ = classes
         elif not np.array_equal(classes, self.classes_):
             raise ValueError(
-                f"y has classes {classes!r}, but the fitted model has {self.classes_!r}."
+                f"y has classes {classes!r}, but the fitted model has "
+                f"{self.classes_!r}."
             )
-        x = (y == self.classes_[1]).astype(np.float64)
-        return rows, cols, x
+        return triples, (y == self.classes_[1]).astype(np.float64)
+
+    @staticmethod
+    def _check_id_density(ids, what, column):
+        """Refuse ids so sparse that O(largest id) memory would not follow the data."""
+        top = int(ids.max()) + 1
+        distinct = np.unique(ids).size
+        if top > 4 * distinct + _ID_SLACK:
+            raise ValueError(
+                f"{what} ids go up to {top - 1} but only {distinct} distinct ids "
+                f"occur: the model would allocate {top} rows. Remap the ids to 0, "
+                f"1, ..., {distinct - 1} first, e.g. ids, inverse = "
+                f"np.unique(X[:, {column}], return_inverse=True) and "
+                f"X[:, {column}] = inverse.reshape(len(X), -1), keeping ids to "
+                "translate back."
+            )
+        return top
 
     # ------------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Fit the posterior over the entities' features and the link weights.
 
+        The package's shared fit loop runs the iterations: ``max_iter``,
+        ``tol`` with ``n_iter_no_change``, ``n_init``, ``warm_start`` and
+        ``early_stopping`` mean the same for every estimator (User Guide).
+
         Parameters
         ----------
-        X : array-like of shape (n_pairs, 2)
-            Observed pairs of entity ids (non-negative integers, any integer
-            or integral float dtype); i != j. Every row is one observation.
+        X : array-like of shape (n_pairs, 2) or (n_pairs, 3)
+            Observed pairs of entity ids (sender i, receiver j), i != j, or
+            triples (sender, receiver, relation); non-negative integers of
+            any integer or integral float dtype. Every row is one observation.
         y : array-like of shape (n_pairs,)
-            Link of each pair: two classes (typically 0 = no link, 1 = link;
-            ``classes_[1]`` is "linked").
+            Link of each row: two classes (``classes_[1]`` is "linked").
 
         Returns
         -------
@@ -354,212 +435,388 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
         Raises
         ------
         ValueError
-            If X is empty, not of shape (n_pairs, 2), contains NaN or
-            infinity, non-integer or negative ids, ids >= ``n_entities``, or
-            self-pairs, or strings; if y is None, continuous, or does not
-            hold exactly two classes (or, with ``warm_start``, other classes
-            than before).
+            If X is empty, not of shape (n_pairs, 2) or (n_pairs, 3), contains
+            NaN or infinity, non-integer or negative ids, ids >= ``n_entities``,
+            ids so sparse that memory would follow the largest id rather than
+            the data (the message says how to remap them), or self-pairs; if y
+            is None, continuous or does not hold exactly two classes; if
+            ``inference="cavi"`` is combined with ``weights="full"``; if
+            training diverges.
 
         Warns
         -----
         ConvergenceWarning
-            If ``max_iter`` iterations ran without meeting the ``tol`` rule
-            (only when the ELBO is evaluated).
+            If ``max_iter`` iterations ran without meeting the ``tol`` rule,
+            or if more than half of the features end unused.
         """
         if y is None:
             raise ValueError(
-                f"{type(self).__name__} requires y to be passed, but the target y is None."
+                f"{type(self).__name__} requires y to be passed, but the target y "
+                "is None."
             )
-        warm = self.warm_start and hasattr(self, "latent_features_")
-        rows, cols, x = self._check_pairs(X, reset=not warm, y=y)
-        n_seen = int(max(rows.max(), cols.max())) + 1
-        n_entities = self.n_entities if self.n_entities is not None else n_seen
+        if self.inference == "cavi" and self.weights == "full":
+            raise ValueError(
+                "inference='cavi' supports weights='diagonal' only; use "
+                "inference='mcvi' (or 'score') for full weight matrices."
+            )
+        warm = self.warm_start and self._is_initialized()
+        triples, x = self._check_pairs(X, reset=not warm, y=y)
+        if self.n_entities is not None:
+            n_entities = self.n_entities
+        else:
+            n_entities = self._check_id_density(triples[:, :2], "Entity", ":2")
+        n_relations = self._check_id_density(triples[:, 2], "Relation", "2")
         D = self.n_components
         if warm:
-            if self.latent_features_.shape[1] != D:
+            if self._logits.shape[1] != D:
                 raise ValueError(
                     f"warm_start: n_components={D} but the fitted model has "
-                    f"{self.latent_features_.shape[1]}."
+                    f"{self._logits.shape[1]}."
                 )
-            rng = self.random_state_
-            extra = n_entities - self.latent_features_.shape[0]
-            logits = logit(self.latent_features_)
+            n_entities = max(n_entities, self.n_entities_)
+            n_relations = max(n_relations, self.n_relations_)
+            extra = n_entities - self._logits.shape[0]
             if extra > 0:  # new entities start at the prior
-                logits = np.vstack(
-                    [logits, np.full((extra, D), logit(self.feature_prior))]
+                self._logits = np.vstack(
+                    [self._logits, np.full((extra, D), logit(self.feature_prior))]
                 )
-            w = np.concatenate([[self.intercept_], self.weights_])
-            history = list(self.elbo_history_)
+            extra = n_relations - self._b.size
+            if extra > 0:  # new relations start with no weight
+                self._b = np.concatenate([self._b, np.full(extra, ndtri(x.mean()))])
+                self._W = np.concatenate([self._W, np.zeros((extra, D, D))])
         else:
-            rng = check_random_state(self.random_state)
-            logits = logit(rng.uniform(0.05, 0.95, size=(n_entities, D)))
-            w = np.zeros(D + 1)
-            # every feature starts assortative (w_d = 1; a random-sign start
-            # measured worse on kinship data) and the intercept matches the
-            # link frequency at the mean initial product q_id q_jd = 1/4
-            w[1:] = 1.0
-            w[0] = ndtri(np.clip(x.mean(), 1e-3, 1 - 1e-3)) - 0.25 * D
-            self._elbo_uniforms = rng.random_sample((self.n_elbo_samples, D))
-            self.n_iter_ = 0
-            history = []
-        n_entities = logits.shape[0]
-        inc = (
-            _kernels.incidence(rows, cols, n_entities)
-            if self.inference == "cavi"
-            else None
-        )
-        # entities in no observed pair have the prior as posterior
-        degree = np.bincount(rows, minlength=n_entities) + np.bincount(
-            cols, minlength=n_entities
-        )
-        logits[degree == 0] = logit(self.feature_prior)
-        np.clip(logits, -_MAX_LOGIT, _MAX_LOGIT, out=logits)
-        self.n_entities_ = n_entities
-        self.random_state_ = rng
-
-        converged = self._train(rows, cols, x, inc, logits, w, history, rng)
-        if not converged and self.evaluate_every > 0:
-            warnings.warn(
-                f"{type(self).__name__}: maximum number of iterations "
-                f"({self.max_iter}) reached and the ELBO is still improving. "
-                "Consider increasing max_iter.",
-                ConvergenceWarning,
-                stacklevel=2,
+            seed_rng = np.random.RandomState(
+                self.random_state if isinstance(self.random_state, Integral) else None
             )
-        return self
+            self._elbo_seed = int(seed_rng.randint(2**31 - 1))
+        self.n_entities_ = n_entities
+        self.n_relations_ = n_relations
+        self._cache = {}
+        return self._fit_loop(triples, x)
 
-    def _train(self, rows, cols, x, inc, logits, w, history, rng):
-        """Run up to max_iter iterations; return True if the tol rule was met."""
-        N, D = logits.shape
-        P = rows.size
-        logit_rho = float(logit(self.feature_prior))
-        q = expit(logits)
-        m = np.empty(P)
-        mean_y = np.empty(P)
-        rhs = np.empty(D + 1)
-        step_out = np.empty((N, D))
-        best, no_change, converged = -np.inf, 0, False
-        if self.inference == "cavi":
-            # the pair means; cavi_sweep and weight_pass keep them up to date
-            _kernels.pair_means(rows, cols, q, w[0], w[1:], m)
-        tic = time.perf_counter()
-        for it in range(self.max_iter):
-            if self.inference == "cavi":
-                # q(y) at its optimal location, one sweep over q(z), then w
-                _kernels.truncated_normal_means(x, m, mean_y)
-                _kernels.cavi_sweep(*inc, q, logit_rho, w[0], w[1:], mean_y, m)
-                _kernels.augmented_weight_rhs(rows, cols, q, mean_y, rhs)
-                _kernels.weight_pass(rows, cols, q, rhs, self.alpha, w, m)
-            else:
-                uniforms = rng.random_sample((self.n_mc_samples, N, D))
-                r = (self.n_iter_ + self.learning_offset) ** (-self.learning_decay)
-                if self.inference == "mcvi":
-                    _kernels.mcvi_mean_deltas(
-                        rows, cols, x, q, logit_rho, w[0], w[1:], uniforms, step_out
-                    )
-                    logits *= 1.0 - r
-                    logits += r * step_out
-                else:
-                    _kernels.score_function_gradient(
-                        rows, cols, x, q, logit_rho, w[0], w[1:], uniforms, step_out
-                    )
-                    logits += r * step_out / (q * (1.0 - q))
-                np.clip(logits, -_MAX_LOGIT, _MAX_LOGIT, out=logits)
-                q = expit(logits)
-                # EM step of w on the true ELBO with a Monte Carlo right-hand
-                # side, damped with the same Robbins-Monro step size (a full
-                # step lets the noise of few samples move w far; measured)
-                _kernels.mc_weight_rhs(rows, cols, x, q, w[0], w[1:], uniforms, rhs)
-                _kernels.pair_means(rows, cols, q, w[0], w[1:], m)
-                w_old = w.copy()
-                _kernels.weight_pass(rows, cols, q, rhs, self.alpha, w, m)
-                w *= r
-                w += (1.0 - r) * w_old
-            self.n_iter_ += 1
-            last = it == self.max_iter - 1
-            if self.evaluate_every > 0 and (
-                (it + 1) % self.evaluate_every == 0 or last
-            ):
-                elbo = self._elbo(rows, cols, x, q, w[0], w[1:])
-                history.append(elbo)
-                if self.verbose:
-                    print(
-                        f"Iteration {self.n_iter_}, true ELBO = {elbo:.4f} nats "
-                        f"({elbo / P:.5f} per pair), time = "
-                        f"{time.perf_counter() - tic:.2f}s"
-                    )
-                if elbo > best + self.tol * P:
-                    no_change = 0
-                else:
-                    no_change += 1
-                best = max(best, elbo)
-                if no_change >= self.n_iter_no_change:
-                    converged = True
-                    if self.verbose:
-                        print(
-                            f"ELBO did not improve by more than tol={self.tol} nats "
-                            f"per pair for {self.n_iter_no_change} evaluations. "
-                            "Stopping."
-                        )
-                    break
-        self.latent_features_ = q
-        self.intercept_ = float(w[0])
-        self.weights_ = w[1:].copy()
-        self.elbo_history_ = np.asarray(history, dtype=np.float64)
-        return converged
-
-    def _elbo(self, rows, cols, x, q, w0, w, q_kl=None):
-        """True ELBO: expected log-likelihood of the pairs minus the KL of ``q_kl``.
-
-        ``q`` gives the features of the pairs' entities, ``q_kl`` (default
-        ``q``) the posterior whose KL from the prior is subtracted.
-        """
-        out = np.empty(rows.size)
-        _kernels.expected_pair_log_likelihood(
-            rows, cols, x, q, w0, w, self._elbo_uniforms, out
+    # ------------------------------------------------- hooks of the fit loop
+    def _pairs(self, triples, x):
+        """The cached :class:`_Pairs` of a validated array (built once per array)."""
+        entry = self._cache.get(id(triples)) if hasattr(self, "_cache") else None
+        if entry is not None and entry[0] is triples:
+            return entry[1]
+        pairs = _Pairs(
+            np.ascontiguousarray(triples[:, 0]),
+            np.ascontiguousarray(triples[:, 1]),
+            np.ascontiguousarray(triples[:, 2]),
+            np.ascontiguousarray(x, dtype=np.float64),
+            self.n_entities_,
         )
-        q_kl = q if q_kl is None else q_kl
-        return float(out.sum() - _kernels.kl_features(q_kl, self.feature_prior))
+        if not hasattr(self, "_cache") or len(self._cache) > 4:
+            self._cache = {}
+        self._cache[id(triples)] = (triples, pairs)
+        return pairs
+
+    @property
+    def _diag(self):
+        return self.weights == "diagonal"
+
+    def _initialize(self, X, y, rng):
+        pairs = self._pairs(X, y)
+        N, R, D = self.n_entities_, self.n_relations_, self.n_components
+        rate = np.bincount(pairs.rel, weights=pairs.x, minlength=R) / np.maximum(
+            np.bincount(pairs.rel, minlength=R), 1
+        )
+        rate = np.clip(
+            np.where(np.bincount(pairs.rel, minlength=R) > 0, rate, pairs.x.mean()),
+            1e-3,
+            1 - 1e-3,
+        )
+        degree = np.bincount(pairs.snd, minlength=N) + np.bincount(
+            pairs.rcv, minlength=N
+        )
+        self._step = 0
+        init = self.init
+        if init == "auto":
+            init = "random" if self._diag else "spectral"
+        if init == "spectral":
+            q = _spectral_start(pairs, N, R, D, rng)
+            self._b = ndtri(rate)
+            self._W = np.zeros((R, D, D))
+        else:
+            q = rng.uniform(0.05, 0.95, size=(N, D))
+            # every feature starts assortative (W_r = I) and the bias matches
+            # the link rate at the mean initial product q_id q_jd = 1/4
+            self._b = ndtri(rate) - 0.25 * D
+            self._W = np.tile(np.eye(D), (R, 1, 1))
+        logits = logit(q)
+        logits[degree == 0] = logit(self.feature_prior)  # no pair: the prior
+        np.clip(logits, -_MAX_LOGIT, _MAX_LOGIT, out=logits)
+        self._logits = logits
+        if init == "spectral":
+            q = expit(logits)
+            with threadpool_limits(limits=1, user_api="blas"):
+                for _ in range(3):  # EM weight steps at the start's q
+                    uniforms = rng.random_sample((self.n_mc_samples, N, D))
+                    self._weight_step(pairs, q, uniforms, 1.0)
+        self._set_public()
+
+    def _weight_step(self, pairs, q, uniforms, r):
+        """EM weight step with a Monte Carlo right-hand side, damped by r."""
+        R, D = self._W.shape[0], self.n_components
+        rhs0, rhsW = np.empty(R), np.empty((R, D, D))
+        _kernels.mc_weight_rhs(
+            *pairs.keyed(),
+            pairs.x,
+            q,
+            self._b,
+            self._W,
+            self._diag,
+            uniforms,
+            rhs0,
+            rhsW,
+        )
+        self._solve(pairs, q, rhs0, rhsW, r)
+
+    def _solve(self, pairs, q, rhs0, rhsW, r):
+        A = _kernels.weight_system(
+            pairs.snd,
+            pairs.rcv,
+            pairs.rel,
+            q,
+            self._W.shape[0],
+            self._diag,
+            pairs.skeys,
+        )
+        b, W = self._b.copy(), self._W.copy()
+        _kernels.solve_weights(A, rhs0, rhsW, self.alpha, self._diag, b, W)
+        self._b = (1.0 - r) * self._b + r * b
+        self._W = (1.0 - r) * self._W + r * W
+
+    def _iterate(self, X, y, rng):
+        # the weight systems are small (D^2 + 1 unknowns): threaded BLAS only
+        # adds overhead on busy cores (a 101 x 101 solve took 0.3 s, measured)
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._iterate_once(X, y, rng)
+
+    def _iterate_once(self, X, y, rng):
+        pairs = self._pairs(X, y)
+        N, D = self._logits.shape
+        logit_rho = float(logit(self.feature_prior))
+        q = expit(self._logits)
+        if self.inference == "cavi":
+            P = pairs.x.size
+            m, mean_y = np.empty(P), np.empty(P)
+            _kernels.pair_means(
+                pairs.snd, pairs.rcv, pairs.rel, q, self._b, self._W, True, m
+            )
+            _kernels.truncated_normal_means(pairs.x, m, mean_y)
+            _kernels.cavi_sweep(
+                *pairs.incidence(), pairs.rel, q, logit_rho, self._b, self._W, mean_y, m
+            )
+            R = self._W.shape[0]
+            rhs0, rhsW = np.empty(R), np.empty((R, D, D))
+            _kernels.augmented_weight_rhs(
+                pairs.snd, pairs.rcv, pairs.rel, q, mean_y, rhs0, rhsW
+            )
+            self._solve(pairs, q, rhs0, rhsW, 1.0)
+            self._logits = np.clip(logit(q), -_MAX_LOGIT, _MAX_LOGIT)
+        else:
+            uniforms = rng.random_sample((self.n_mc_samples, N, D))
+            r = (self._step + self.learning_offset) ** (-self.learning_decay)
+            out = np.empty((N, D))
+            if self.inference == "mcvi":
+                _kernels.mcvi_mean_deltas(
+                    *pairs.keyed(),
+                    pairs.x,
+                    q,
+                    logit_rho,
+                    self._b,
+                    self._W,
+                    self._diag,
+                    uniforms,
+                    out,
+                )
+                self._logits *= 1.0 - r
+                self._logits += r * out
+            else:
+                _kernels.score_function_gradient(
+                    pairs.snd,
+                    pairs.rcv,
+                    pairs.rel,
+                    *pairs.rkeys,
+                    pairs.x,
+                    q,
+                    logit_rho,
+                    self._b,
+                    self._W,
+                    self._diag,
+                    uniforms,
+                    out,
+                )
+                self._logits += r * out / (q * (1.0 - q))
+            np.clip(self._logits, -_MAX_LOGIT, _MAX_LOGIT, out=self._logits)
+            # EM step of the weights on the true ELBO with a Monte Carlo
+            # right-hand side, damped with the same Robbins-Monro step size
+            self._weight_step(pairs, expit(self._logits), uniforms, r)
+        self._step += 1
+        self._set_public()
+        return self._elbo_pairs(pairs)
+
+    def _elbo_pairs(self, pairs, q=None):
+        """True ELBO per pair of validated pairs (q: features incl. a prior row)."""
+        q_fit = expit(self._logits)
+        q = q_fit if q is None else q
+        out = np.empty(pairs.x.size)
+        _kernels.expected_pair_log_likelihood(
+            pairs.snd,
+            pairs.rcv,
+            pairs.rel,
+            *pairs.rkeys,
+            pairs.x,
+            q,
+            self._b,
+            self._W,
+            self._diag,
+            self._elbo_seed,
+            self.n_elbo_samples,
+            out,
+        )
+        kl = _kernels.kl_features(q_fit, self.feature_prior)
+        return float((out.sum() - kl) / pairs.x.size)
+
+    def _elbo_per_sample(self, X, y):
+        N = self._logits.shape[0]
+        if X[:, :2].max() < N:
+            return self._elbo_pairs(self._pairs(X, y))
+        q, snd, rcv = self._with_prior_row(X[:, 0], X[:, 1])
+        pairs = _Pairs(snd, rcv, np.ascontiguousarray(X[:, 2]), y, N + 1)
+        return self._elbo_pairs(pairs, q)
+
+    def _check_elbo_input(self, X, y):
+        if y is None:
+            raise ValueError("elbo(X, y) needs the links y of the pairs X.")
+        return self._check_pairs(X, reset=False, y=y)
+
+    def _divergence_hint(self):
+        return "Check the input, or raise alpha or learning_offset."
+
+    def _get_state(self):
+        cache = self.__dict__.pop("_cache", None)
+        try:
+            return super()._get_state()
+        finally:
+            if cache is not None:
+                self._cache = cache
+
+    def _set_public(self):
+        self.latent_features_ = expit(self._logits)
+        self.intercept_ = self._b.copy()
+        if self._diag:
+            self.weights_ = np.diagonal(self._W, axis1=1, axis2=2).copy()
+        else:
+            self.weights_ = self._W.copy()
+
+    def _after_fit(self, X, y):
+        self._cache = {}
+        self._set_public()
+        pairs_degree = np.bincount(X[:, :2].ravel(), minlength=self.n_entities_) > 0
+        used = (self.latent_features_[pairs_degree] > _DEAD_FEATURE).any(axis=0)
+        n_dead = int((~used).sum())
+        if n_dead > self.n_components / 2:
+            warnings.warn(
+                f"{type(self).__name__}: {n_dead} of {self.n_components} features "
+                f"ended unused (no entity has q > {_DEAD_FEATURE}). Lower "
+                "n_components or feature_prior.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_cache", None)
+        return state
 
     # ----------------------------------------------------------- prediction
-    def _pair_features(self, X):
-        """q_i, q_j (n_pairs, D) of validated pairs; unseen ids get the prior."""
+    def _with_prior_row(self, snd, rcv):
+        """q with a prior row appended, and unseen entity ids mapped to it."""
+        q = self.latent_features_
+        N = q.shape[0]
+        q_ext = np.vstack([q, np.full((1, q.shape[1]), self.feature_prior)])
+        return (
+            q_ext,
+            np.ascontiguousarray(np.minimum(snd, N)),
+            np.ascontiguousarray(np.minimum(rcv, N)),
+        )
+
+    def _moments(self, X):
         check_is_fitted(self)
-        rows, cols = self._check_pairs(X, reset=False)
-        q, rows, cols = self._with_prior_row(rows, cols)
-        return q[rows], q[cols]
+        triples = self._check_pairs(X, reset=False)
+        q, snd, rcv = self._with_prior_row(triples[:, 0], triples[:, 1])
+        rel = np.ascontiguousarray(triples[:, 2])
+        mean, var = np.empty(snd.size), np.empty(snd.size)
+        _kernels.pair_mean_and_variance(
+            snd, rcv, rel, q, self._b, self._W, self._diag, mean, var
+        )
+        return mean, var
 
     def transform(self, X):
-        """Posterior interaction features E_q[z_id z_jd] = q_id q_jd of each pair.
+        """Posterior pair features E_q[f], in which the linear predictor is linear.
 
-        The link's linear predictor is linear in them, eta_ij = w_0 +
-        sum_d w_d z_id z_jd, so they feed a downstream linear model.
+        ``weights="diagonal"``: ``q_id q_jd`` (n_components columns);
+        ``"full"``: ``q_id q_je`` for every (d, e), row-major (n_components**2
+        columns, ``W_r[d, e]`` multiplies column ``d * n_components + e``).
+        ``eta = b_r + f . w_r``, so they can feed a downstream linear model.
 
         Parameters
         ----------
-        X : array-like of shape (n_pairs, 2)
-            Pairs of entity ids, as in :meth:`fit`.
+        X : array-like of shape (n_pairs, 2) or (n_pairs, 3)
+            Pairs (or triples) of ids, as in :meth:`fit`; the relation does
+            not change the features.
 
         Returns
         -------
-        features : ndarray of shape (n_pairs, n_components), float64
-            Values in [0, 1].
+        features : ndarray of shape (n_pairs, D) or (n_pairs, D**2)
+            float64 values in [0, 1].
 
         Raises
         ------
         ValueError
             As :meth:`fit` for X.
         """
-        qi, qj = self._pair_features(X)
-        return qi * qj
+        check_is_fitted(self)
+        triples = self._check_pairs(X, reset=False)
+        q, snd, rcv = self._with_prior_row(triples[:, 0], triples[:, 1])
+        if self._diag:
+            return q[snd] * q[rcv]
+        D = self.n_components
+        return (q[snd][:, :, None] * q[rcv][:, None, :]).reshape(-1, D * D)
+
+    def get_feature_names_out(self, input_features=None):
+        """Names of the :meth:`transform` columns.
+
+        Parameters
+        ----------
+        input_features : array-like of str or None, default=None
+            Ignored (the columns of X are ids, not features).
+
+        Returns
+        -------
+        names : ndarray of str
+            ``latentfeaturerelational{d}`` (diagonal) or
+            ``latentfeaturerelational{d}_{e}`` (full).
+        """
+        check_is_fitted(self)
+        prefix = type(self).__name__.lower()
+        D = self.n_components
+        if self._diag:
+            names = [f"{prefix}{d}" for d in range(D)]
+        else:
+            names = [f"{prefix}{d}_{e}" for d in range(D) for e in range(D)]
+        return np.asarray(names, dtype=object)
 
     def decision_function(self, X):
         """Probit score m / sqrt(1 + v) of each pair (positive: link more likely).
 
         Parameters
         ----------
-        X : array-like of shape (n_pairs, 2)
-            Pairs of entity ids, as in :meth:`fit`.
+        X : array-like of shape (n_pairs, 2) or (n_pairs, 3)
+            Pairs (or triples) of ids, as in :meth:`fit`.
 
         Returns
         -------
@@ -569,27 +826,21 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
         Raises
         ------
         ValueError
-            As :meth:`fit` for X.
+            As :meth:`fit` for X, and for relation ids not seen in ``fit``.
         """
-        check_is_fitted(self)
-        rows, cols = self._check_pairs(X, reset=False)
-        q, rows, cols = self._with_prior_row(rows, cols)
-        mean, var = np.empty(rows.size), np.empty(rows.size)
-        _kernels.pair_mean_and_variance(
-            rows, cols, q, self.intercept_, self.weights_, mean, var
-        )
+        mean, var = self._moments(X)
         return mean / np.sqrt(1.0 + var)
 
     def predict_proba(self, X):
         """Posterior predictive probability of no link and of a link for each pair.
 
-        ``p(x_ij = 1) = E_q Phi(eta_ij) ~ Phi(m / sqrt(1 + v))`` (probit-Gaussian
-        approximation, see Notes of the class).
+        ``p(x = 1) = E_q Phi(eta) ~ Phi(m / sqrt(1 + v))`` (probit-Gaussian
+        approximation with the exact mean m and variance v of eta under q).
 
         Parameters
         ----------
-        X : array-like of shape (n_pairs, 2)
-            Pairs of entity ids, as in :meth:`fit`.
+        X : array-like of shape (n_pairs, 2) or (n_pairs, 3)
+            Pairs (or triples) of ids, as in :meth:`fit`.
 
         Returns
         -------
@@ -599,7 +850,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
         Raises
         ------
         ValueError
-            As :meth:`fit` for X.
+            As :meth:`decision_function`.
         """
         score = self.decision_function(X)
         return np.column_stack([ndtr(-score), ndtr(score)])
@@ -609,8 +860,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_pairs, 2)
-            Pairs of entity ids, as in :meth:`fit`.
+        X : array-like of shape (n_pairs, 2) or (n_pairs, 3)
+            Pairs (or triples) of ids, as in :meth:`fit`.
 
         Returns
         -------
@@ -620,83 +871,86 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseEstimator):
         Raises
         ------
         ValueError
-            As :meth:`fit` for X.
+            As :meth:`decision_function`.
         """
         check_is_fitted(self)
         return self.classes_[(self.decision_function(X) > 0).astype(int)]
 
-    def score(self, X, y, sample_weight=None):
-        """Mean accuracy of :meth:`predict` on the pairs (X, y).
-
-        For link prediction the area under the ROC curve of
-        ``predict_proba(X)[:, 1]`` is usually more informative (pass
-        ``scoring="roc_auc"`` to model selection tools).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_pairs, 2)
-            Pairs of entity ids, as in :meth:`fit`.
-        y : array-like of shape (n_pairs,)
-            True links, labels of ``classes_``.
-        sample_weight : array-like of shape (n_pairs,), default=None
-            Weights of the pairs.
-
-        Returns
-        -------
-        score : float
-            Fraction of pairs predicted correctly.
-
-        Raises
-        ------
-        ValueError
-            As :meth:`fit` for X.
-        """
-        return super().score(X, y, sample_weight=sample_weight)
-
     def elbo(self, X, y):
-        """True ELBO of the fitted posterior and weights on the pairs (X, y), nats.
+        """True ELBO of the fitted model on the pairs (X, y), nats per pair.
 
-        ``sum over the given pairs of E_q[log p(x_ij | z)]`` minus the KL
-        divergence of q from the prior over all ``n_entities_`` entities
-        (Eq. A.1 of the supplement of Ji and Sudderth), with the ``n_elbo_samples`` common random numbers of
-        ``fit``: on the training pairs it equals the last value of
-        ``elbo_history_``. Entities not in ``latent_features_`` get the prior.
+        ``(sum over the given pairs of E_q[log p(x | z)] - KL(q || prior))``
+        divided by the number of pairs, the KL over all ``n_entities_``
+        entities, with the common random numbers of ``fit``: on the training
+        pairs it equals ``elbo_``. Unseen entities get the prior.
 
         Parameters
         ----------
-        X : array-like of shape (n_pairs, 2)
-            Pairs of entity ids, as in :meth:`fit`.
+        X : array-like of shape (n_pairs, 2) or (n_pairs, 3)
+            Pairs (or triples) of ids, as in :meth:`fit`.
         y : array-like of shape (n_pairs,)
             Their links, labels of ``classes_``.
 
         Returns
         -------
         elbo : float
-            Nats, summed over the pairs (not per pair).
+            Nats per pair.
 
         Raises
         ------
         ValueError
             As :meth:`fit`.
         """
-        check_is_fitted(self)
-        rows, cols, x = self._check_pairs(X, reset=False, y=y)
-        q, rows, cols = self._with_prior_row(rows, cols)
-        return self._elbo(rows, cols, x, q, self.intercept_, self.weights_,
-                          q_kl=self.latent_features_)
-
-    def _with_prior_row(self, rows, cols):
-        """q with one extra row, the prior, and the ids of unseen entities mapped to it.
-
-        Returns ``(q_ext, rows, cols)``: O(N D + P) memory, no (P, D) copies.
-        """
-        q = self.latent_features_
-        N = q.shape[0]
-        q_ext = np.vstack([q, np.full((1, q.shape[1]), self.feature_prior)])
-        return q_ext, np.minimum(rows, N), np.minimum(cols, N)
+        return super().elbo(X, y)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.positive_only = True
         tags.classifier_tags.multi_class = False
         return tags
+
+
+def _spectral_start(pairs, N, R, D, rng):
+    """IRM-like start: k-means clusters of a truncated SVD of the link tensor.
+
+    Every entity's row holds its out-links, its in-links and its links in
+    either direction in every relation (an N x 3 R N sparse matrix of the
+    training links; the third block makes undirected input, listed once per
+    pair, look the same from both ends); its top singular
+    vectors, row-normalized, are clustered into D groups by k-means, and
+    q_id = 0.9 for the entity's cluster, 0.1 for the others. Cost O(links
+    D + N D^2) (randomized SVD, k-means).
+    """
+    from sklearn.cluster import KMeans
+    from sklearn.decomposition import TruncatedSVD
+
+    links = pairs.x > 0.5
+    s, t, r = pairs.snd[links], pairs.rcv[links], pairs.rel[links]
+    q = np.full((N, D), 0.1)
+    if s.size == 0 or N <= D:
+        return rng.uniform(0.05, 0.95, size=(N, D))
+    B = sp.csr_matrix(
+        (
+            np.ones(4 * s.size),
+            (
+                np.concatenate([s, t, s, t]),
+                np.concatenate(
+                    [
+                        r * N + t,
+                        (R + r) * N + s,
+                        (2 * R + r) * N + t,
+                        (2 * R + r) * N + s,
+                    ]
+                ),
+            ),
+        ),
+        shape=(N, 3 * R * N),
+    )
+    k = max(1, min(D, min(B.shape) - 1))
+    seed = rng.randint(np.iinfo(np.int32).max)
+    U = TruncatedSVD(k, random_state=seed).fit_transform(B)
+    norms = np.linalg.norm(U, axis=1, keepdims=True)
+    U = U / np.where(norms > 0, norms, 1.0)
+    labels = KMeans(D, n_init=3, random_state=seed).fit_predict(U)
+    q[np.arange(N), labels] = 0.9
+    return q

@@ -1,12 +1,27 @@
 """Numba kernels of the latent feature relational model (probit link).
 
-Notation (METHODS.md section 1, [Ji] supplement): N entities with D binary
-features z_id ~ Bernoulli(rho); an observed undirected pair (i, j) has the link
-x_ij in {0, 1} with p(x_ij = 1 | z) = Phi(eta_ij), eta_ij = w_0 + sum_d w_d
-z_id z_jd. The mean-field posterior is q(z_id = 1) = q[i, d]. Pairs are given
-as two int64 arrays ``rows``, ``cols`` and the links as float64 ``x`` (0/1).
+Notation (user guide ``doc/modules/relational.rst``; Ji and Sudderth's
+supplement; Miller, Griffiths and Jordan, NIPS 2009): N entities with D binary
+features z_id ~ Bernoulli(rho); an observed triple (i, j, r), sender i,
+receiver j, relation r, has the link x in {0, 1} with
 
-All kernels write into preallocated ``out`` arrays and never into their inputs.
+    p(x = 1 | z) = Phi(eta),    eta = b_r + z_i^T W_r z_j,
+
+W_r a D x D weight matrix (full, or diagonal: eta = b_r + sum_d w_rd z_id z_jd).
+The mean-field posterior is q(z_id = 1) = q[i, d].
+
+Pairs are given as int64 arrays ``snd``, ``rcv``, ``rel`` (P,) and links as
+float64 ``x`` (0/1). The kernels that need W z_j or W^T z_i use *keys*: the
+distinct (entity, relation) combinations of the receivers (``rkey`` (P,) into
+``rk_ent``, ``rk_rel`` (K_r,)) and of the senders (``skey``, ``sk_ent``,
+``sk_rel``), built by :func:`pair_keys`, so that the fields W_r z_j are
+computed once per key and sample, O(K D^2), and a pair costs O(D).
+Weights are always stored as ``W`` of shape (R, D, D); ``diag=True`` means
+only its diagonal is used (and the off-diagonal entries are zero).
+
+Every kernel writes into preallocated ``out`` arrays and never into its
+inputs. Each kernel's docstring names the NumPy reference or enumeration it
+is checked against in ``tests/test_relational_kernels.py``.
 """
 
 import math
@@ -17,6 +32,25 @@ from numba import prange
 from .._math import inverse_mills_ratio, log_ndtr, sigmoid
 from .._numba import njit
 
+# Largest |logit q| that the estimator lets a posterior probability reach:
+# q stays within 1e-13 of 0 and 1, so log q and log(1 - q) are finite.
+MAX_LOGIT = 30.0
+
+
+def pair_keys(ent, rel, n_entities):
+    """Distinct (entity, relation) keys of one end of the pairs.
+
+    Returns ``key`` (P,) int64, the key of every pair, and ``key_ent``,
+    ``key_rel`` (K,) int64, the entity and relation of every key. O(P log P).
+    """
+    code = rel.astype(np.int64) * np.int64(n_entities) + ent
+    uniq, key = np.unique(code, return_inverse=True)
+    return (
+        key.astype(np.int64).ravel(),
+        (uniq % n_entities).astype(np.int64),
+        (uniq // n_entities).astype(np.int64),
+    )
+
 
 @njit
 def pair_log_likelihood(x, eta):
@@ -24,54 +58,148 @@ def pair_log_likelihood(x, eta):
     return log_ndtr(eta) if x > 0.5 else log_ndtr(-eta)
 
 
-@njit(parallel=True)
-def expected_pair_log_likelihood(rows, cols, x, q, w0, w, uniforms, out):
-    """E_q[g_ij(eta_ij)] of every observed pair, by Monte Carlo, nats.
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
-    For a fixed pair the products z_id z_jd are independent Bernoulli(q_id
-    q_jd) across d, so the expectation is over D independent bits: with
-    common random numbers ``b_sd = 1{uniforms[s, d] < q_id q_jd}``,
-    ``out[p] = 1/S sum_s g(w_0 + sum_d w_d b_sd)``. The same uniforms serve
-    every pair, so the estimate is deterministic and a pair's value does not
-    depend on the others. Cost O(S D) per pair.
 
-    Parameters
-    ----------
-    rows, cols : int64 arrays of shape (P,)
-        Entities of each observed pair.
-    x : float64 array of shape (P,)
-        Links, 0 or 1.
-    q : float64 array of shape (N, D)
-        Posterior probabilities q(z_id = 1).
-    w0 : float
-        Intercept w_0.
-    w : float64 array of shape (D,)
-        Feature weights w_d.
-    uniforms : float64 array of shape (S, D), values in [0, 1)
-    out : float64 array of shape (P,) (out)
+@njit
+def _mix(v):
+    """SplitMix64 finalizer (Steele, Lea, Flood 2014): a bijective 64-bit hash."""
+    v = v + _GOLDEN
+    v = (v ^ (v >> np.uint64(30))) * _M1
+    v = (v ^ (v >> np.uint64(27))) * _M2
+    return v ^ (v >> np.uint64(31))
+
+
+@njit
+def hash_uniform(seed, s, i, d):
+    """A uniform number in [0, 1) that is a fixed function of (seed, s, i, d).
+
+    Common random numbers of the ELBO estimate: sample s of feature d of
+    entity i, without storing an (S, N, D) array. Checked for uniformity and
+    independence in ``test_hash_uniforms_are_uniform_and_independent``.
     """
-    D = q.shape[1]
-    S = uniforms.shape[0]
-    for p in prange(rows.shape[0]):  # pairs are independent: threads over pairs
-        i, j = rows[p], cols[p]
-        total = 0.0
-        for s in range(S):
-            eta = w0
+    v = _mix(np.uint64(seed))
+    v = _mix(v ^ np.uint64(s))
+    v = _mix(v ^ np.uint64(i))
+    v = _mix(v ^ np.uint64(d))
+    return np.float64(v >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@njit
+def _field_one(e, r, z, W, diag, transpose, out):
+    """out = W_r z_e (``transpose`` False) or W_r^T z_e (True), shape (D,).
+
+    (W z_j)_d is the change of eta when the sender's z_id flips from 0 to 1,
+    (W^T z_i)_e that when the receiver's z_je flips. Cost O(D |z_e|).
+    """
+    D = z.shape[1]
+    if diag:
+        for d in range(D):
+            out[d] = W[r, d, d] * z[e, d]
+        return
+    for d in range(D):
+        out[d] = 0.0
+    for c in range(D):
+        if z[e, c] > 0.0:
+            if transpose:
+                for d in range(D):
+                    out[d] += W[r, c, d]
+            else:
+                for d in range(D):
+                    out[d] += W[r, d, c]
+
+
+@njit
+def _fields(key_ent, key_rel, z, W, diag, transpose, out):
+    """:func:`_field_one` of every key: ``out[k]`` for (key_ent[k], key_rel[k])."""
+    for k in range(key_ent.shape[0]):
+        _field_one(key_ent[k], key_rel[k], z, W, diag, transpose, out[k])
+
+
+@njit
+def _sample(uniforms, q, z):
+    """One joint sample z = 1{uniforms < q} of every entity's features (out)."""
+    for i in range(q.shape[0]):
+        for d in range(q.shape[1]):
+            z[i, d] = 1.0 if uniforms[i, d] < q[i, d] else 0.0
+
+
+@njit
+def _eta(i, r, z, b, field):
+    """eta = b_r + z_i . (W_r z_j), with ``field`` = W_r z_j."""
+    value = b[r]
+    for d in range(z.shape[1]):
+        if z[i, d] > 0.0:
+            value += field[d]
+    return value
+
+
+@njit(parallel=True)
+def expected_pair_log_likelihood(
+    snd, rcv, rel, rkey, rk_ent, rk_rel, x, q, b, W, diag, seed, n_samples, out
+):
+    """E_q[g(eta)] of every pair by Monte Carlo with common random numbers, nats.
+
+    Sample s draws every entity's features ``z_id = 1{u(seed, s, i, d) <
+    q_id}`` with :func:`hash_uniform`, the same numbers at every call, so the
+    estimate is a deterministic function of (q, b, W) and a pair's value does
+    not depend on the other pairs. ``out[p] = 1/S sum_s g(b_r + z_i^T W_r
+    z_j)``. Cost O(S N D) hashes, then O(S |z_i| |z_j|) per pair (O(S D)
+    diagonal); two parallel loops (entities, then pairs). ``rkey``,
+    ``rk_ent``, ``rk_rel`` are accepted for a uniform signature and unused.
+    Checked against a NumPy reference with the same numbers and against
+    enumeration (``test_expected_pair_log_likelihood_*``).
+    """
+    N, D = q.shape
+    P = snd.shape[0]
+    z = np.empty((n_samples, N, D), dtype=np.uint8)
+    for i in prange(N):
+        for s in range(n_samples):
             for d in range(D):
-                if uniforms[s, d] < q[i, d] * q[j, d]:
-                    eta += w[d]
+                z[s, i, d] = 1 if hash_uniform(seed, s, i, d) < q[i, d] else 0
+    for p in prange(P):
+        i, j, r = snd[p], rcv[p], rel[p]
+        total = 0.0
+        for s in range(n_samples):
+            eta = b[r]
+            for d in range(D):
+                if z[s, i, d]:
+                    if diag:
+                        if z[s, j, d]:
+                            eta += W[r, d, d]
+                    else:
+                        for e in range(D):
+                            if z[s, j, e]:
+                                eta += W[r, d, e]
             total += pair_log_likelihood(x[p], eta)
-        out[p] = total / S
+        out[p] = total / n_samples
 
 
-# Largest |logit q| that the estimator lets a posterior probability reach:
-# q stays within 1e-13 of 0 and 1, so log q and log(1 - q) are finite.
-MAX_LOGIT = 30.0
+def sample_features(q, seed, n_samples):
+    """The (S, N, D) samples of :func:`expected_pair_log_likelihood` (for tests)."""
+    S = n_samples
+    N, D = q.shape
+    z = np.empty((S, N, D))
+    _sample_hashed(q, seed, z)
+    return z
+
+
+@njit
+def _sample_hashed(q, seed, out):
+    for s in range(out.shape[0]):
+        for i in range(q.shape[0]):
+            for d in range(q.shape[1]):
+                out[s, i, d] = 1.0 if hash_uniform(seed, s, i, d) < q[i, d] else 0.0
 
 
 @njit
 def kl_features(q, rho):
-    """sum_id KL(Bern(q_id) || Bern(rho)), nats: minus E_q[log p(z)] + H[q]."""
+    """sum_id KL(Bern(q_id) || Bern(rho)), nats: minus E_q[log p(z)] + H[q].
+
+    Checked against NumPy in ``test_kl_features_matches_numpy``.
+    """
     total = 0.0
     log_rho, log_1m_rho = math.log(rho), math.log1p(-rho)
     for i in range(q.shape[0]):
@@ -85,24 +213,76 @@ def kl_features(q, rho):
 
 
 # ---------------------------------------------------------------------------
-# "cavi": data-augmented coordinate ascent (METHODS.md section 1 (a))
+# moments of eta under q (prediction, cavi)
+# ---------------------------------------------------------------------------
+
+
+@njit(parallel=True)
+def pair_mean_and_variance(snd, rcv, rel, q, b, W, diag, mean, var):
+    """E_q[eta] and Var_q[eta] of every pair (out).
+
+    With v = q (1 - q) and z_i, z_j independent under q (i != j):
+    ``E[eta] = b_r + q_i^T W q_j`` and ``Var[eta] = sum_e v_je (W^T q_i)_e^2
+    + sum_d v_id (W q_j)_d^2 + sum_de v_id W_de^2 v_je``; for a diagonal W it
+    reduces to ``sum_d w_d^2 p_d (1 - p_d)``, p_d = q_id q_jd. Cost O(D^2)
+    per pair (O(D) diagonal). Checked against enumeration of z_i, z_j in
+    ``test_pair_mean_and_variance_match_enumeration``.
+    """
+    D = q.shape[1]
+    for p in prange(snd.shape[0]):
+        i, j, r = snd[p], rcv[p], rel[p]
+        m = b[r]
+        v = 0.0
+        if diag:
+            for d in range(D):
+                pd = q[i, d] * q[j, d]
+                m += W[r, d, d] * pd
+                v += W[r, d, d] ** 2 * pd * (1.0 - pd)
+        else:
+            for d in range(D):
+                wq = 0.0  # (W q_j)_d
+                for e in range(D):
+                    wq += W[r, d, e] * q[j, e]
+                    v += (
+                        q[i, d]
+                        * (1.0 - q[i, d])
+                        * W[r, d, e] ** 2
+                        * q[j, e]
+                        * (1.0 - q[j, e])
+                    )
+                m += q[i, d] * wq
+                v += q[i, d] * (1.0 - q[i, d]) * wq * wq
+            for e in range(D):
+                wq = 0.0  # (W^T q_i)_e
+                for d in range(D):
+                    wq += W[r, d, e] * q[i, d]
+                v += q[j, e] * (1.0 - q[j, e]) * wq * wq
+        mean[p] = m
+        var[p] = v
+
+
+# ---------------------------------------------------------------------------
+# "cavi": data-augmented coordinate ascent (diagonal weights)
 # ---------------------------------------------------------------------------
 #
-# With y_ij ~ N(eta_ij, 1) and x_ij = 1{y_ij >= 0}, q(y_ij) is a unit normal
-# with location mu_ij truncated to the side of x_ij. With s = 2 x - 1,
-# a = s mu and lam = phi(a) / Phi(a) (inverse Mills ratio):
+# With y ~ N(eta, 1) and x = 1{y >= 0}, q(y) is a unit normal with location
+# mu truncated to the side of x. With s = 2 x - 1, a = s mu and lam = phi(a) /
+# Phi(a) (inverse Mills ratio):
 #     E[y] = mu + s lam,   Var[y] = 1 - a lam - lam^2,
 #     H[q(y)] = log sqrt(2 pi e) + log Phi(a) - a lam / 2.
-# The augmented bound (the supplement's A.2) of a pair, with m = E_q[eta] =
-# w_0 + sum_d w_d p_d, p_d = q_id q_jd and V = Var_q[eta] = sum_d w_d^2
-# p_d (1 - p_d), is
+# The augmented bound (the supplement's A.2) of a pair, with m = E_q[eta] and
+# V = Var_q[eta], is
 #     T(mu) = -log sqrt(2 pi) - (E[y^2] - 2 E[y] m + m^2 + V) / 2 + H[q(y)],
 # maximal at mu = m, where it equals log Phi(s m) - V / 2.
 
 
 @njit
 def truncated_normal_mean(x, mu):
-    """E[y] of a unit normal with location mu truncated to y >= 0 (x = 1) or y < 0."""
+    """E[y] of a unit normal with location mu truncated to y >= 0 (x = 1) or y < 0.
+
+    Checked against ``scipy.stats.truncnorm`` in
+    ``test_truncated_normal_mean_matches_scipy``.
+    """
     if x > 0.5:
         return mu + inverse_mills_ratio(mu)
     return mu - inverse_mills_ratio(-mu)
@@ -110,32 +290,26 @@ def truncated_normal_mean(x, mu):
 
 @njit(parallel=True)
 def truncated_normal_means(x, mu, out):
-    """:func:`truncated_normal_mean` of every pair: ``out[p]`` = E[y_p] at location mu[p]."""
+    """:func:`truncated_normal_mean` of every pair: ``out[p]`` = E[y_p] at mu[p]."""
     for p in prange(x.shape[0]):
         out[p] = truncated_normal_mean(x[p], mu[p])
 
 
 @njit
-def augmented_bound(rows, cols, x, q, w0, w, mu, rho):
+def augmented_bound(snd, rcv, rel, x, q, b, W, diag, mu, rho):
     """The data-augmented lower bound on the ELBO (nats, summed over pairs).
 
     ``sum_p T_p(mu_p) - sum_id KL(Bern(q_id) || Bern(rho))`` with the pair
     term of the module comment; ``mu`` (P,) are the locations of q(y). It is
-    below the true ELBO (Jensen). At the optimal location mu = m the pair
-    term is log Phi(s m) - V / 2, below E_q log Phi(s eta) by between 0 and
-    V / 2 (log Phi is concave with second derivative in (-1, 0)); any other
-    location adds the KL from q(y) to the optimal truncated normal.
+    below the true ELBO (Jensen), which ``test_augmented_bound_below_true_elbo``
+    checks by enumeration.
     """
-    D = q.shape[1]
+    P = snd.shape[0]
+    mean = np.empty(P)
+    var = np.empty(P)
+    pair_mean_and_variance(snd, rcv, rel, q, b, W, diag, mean, var)
     total = 0.0
-    for p in range(rows.shape[0]):
-        i, j = rows[p], cols[p]
-        m = w0
-        var = 0.0
-        for d in range(D):
-            pd = q[i, d] * q[j, d]
-            m += w[d] * pd
-            var += w[d] * w[d] * pd * (1.0 - pd)
+    for p in range(P):
         s = 1.0 if x[p] > 0.5 else -1.0
         a = s * mu[p]
         lam = inverse_mills_ratio(a)
@@ -144,282 +318,341 @@ def augmented_bound(rows, cols, x, q, w0, w, mu, rho):
         entropy = 0.5 * math.log(2.0 * math.pi * math.e) + log_ndtr(a) - 0.5 * a * lam
         total += (
             -0.5 * math.log(2.0 * math.pi)
-            - 0.5 * (second_y - 2.0 * mean_y * m + m * m + var)
+            - 0.5 * (second_y - 2.0 * mean_y * mean[p] + mean[p] ** 2 + var[p])
             + entropy
         )
     return total - kl_features(q, rho)
 
 
-@njit(parallel=True)
-def pair_means(rows, cols, q, w0, w, out):
-    """m_p = E_q[eta_p] = w_0 + sum_d w_d q_id q_jd for every pair (the S_ij + w_0)."""
-    for p in prange(rows.shape[0]):
-        i, j = rows[p], cols[p]
-        m = w0
-        for d in range(q.shape[1]):
-            m += w[d] * q[i, d] * q[j, d]
-        out[p] = m
-
-
-@njit(parallel=True)
-def pair_mean_and_variance(rows, cols, q, w0, w, mean, var):
-    """E_q[eta_p] and Var_q[eta_p] = sum_d w_d^2 p_d (1 - p_d), p_d = q_id q_jd (out)."""
-    for p in prange(rows.shape[0]):
-        i, j = rows[p], cols[p]
-        m = w0
-        v = 0.0
-        for d in range(q.shape[1]):
-            pd = q[i, d] * q[j, d]
-            m += w[d] * pd
-            v += w[d] * w[d] * pd * (1.0 - pd)
-        mean[p] = m
-        var[p] = v
-
-
 @njit
-def cavi_sweep(inc_indptr, inc_pair, inc_other, q, logit_rho, w0, w, mean_y, m):
-    """One sweep of coordinate ascent over every q_id, in place.
+def cavi_sweep(inc_indptr, inc_pair, inc_other, rel, q, logit_rho, b, W, mean_y, m):
+    """One sweep of coordinate ascent over every q_id, in place (diagonal W).
 
-    ``logit q_id = logit rho + w_d sum_{pairs (i, j)} q_jd (E[y_ij] - w_0 -
-    w_d / 2 - sum_{e != d} w_e q_ie q_je)`` ([Ji] supplement A.4 with its two
-    typos corrected: the squashing function is the logistic sigmoid, and the
-    expectation is that of y, not x). The augmented bound is linear in q_id
-    given the rest, so each update is its exact maximizer. ``m`` (P,) holds
-    w_0 + sum_e w_e q_ie q_je and is kept up to date after every change, in
-    O(degree(i)): a sweep costs O(P D), O(N^2 D) for all pairs observed.
+    ``logit q_id = logit rho + sum_{pairs p of i} q_jd w_rd (E[y_p] - b_r -
+    w_rd / 2 - sum_{e != d} w_re q_ie q_je)`` (the supplement's A.4 with its
+    two typos corrected, one weight vector per relation r of the pair). The
+    augmented bound is linear in q_id given the rest, so each update is its
+    exact maximizer. ``m`` (P,) holds b_r + sum_e w_re q_ie q_je and is kept
+    up to date after every change in O(degree(i)): a sweep costs O(P D).
+    Checked against a grid maximization of :func:`augmented_bound` in
+    ``test_cavi_update_is_the_coordinate_maximizer``.
 
     Parameters
     ----------
     inc_indptr : int64 array of shape (N + 1,)
         The pairs of entity i are ``inc_pair[inc_indptr[i]:inc_indptr[i + 1]]``,
         with the other entity of each in ``inc_other``.
-    inc_pair, inc_other : int64 arrays of shape (2 P,)
-    q : float64 array of shape (N, D)
-        Posterior probabilities, updated in place.
-    logit_rho, w0 : float
-    w : float64 array of shape (D,)
-    mean_y : float64 array of shape (P,)
-        E[y_p] under q(y), held fixed during the sweep.
-    m : float64 array of shape (P,)
-        Pair means, updated in place.
+    inc_pair, inc_other : int arrays of shape (2 P,)
+    rel : int64 array of shape (P,)
+    q : float64 array of shape (N, D), updated in place.
+    logit_rho : float
+    b : float64 array of shape (R,)
+    W : float64 array of shape (R, D, D), diagonal.
+    mean_y : float64 array of shape (P,), E[y_p] under q(y), fixed in the sweep.
+    m : float64 array of shape (P,), pair means, updated in place.
     """
     N, D = q.shape
     for i in range(N):
         for d in range(D):
-            wd = w[d]
             field = 0.0
             for k in range(inc_indptr[i], inc_indptr[i + 1]):
                 p, j = inc_pair[k], inc_other[k]
-                others = m[p] - w0 - wd * q[i, d] * q[j, d]
-                field += q[j, d] * (mean_y[p] - w0 - 0.5 * wd - others)
-            # logits are kept in [-MAX_LOGIT, MAX_LOGIT]: no exact 0 or 1,
-            # no subnormal q (slow arithmetic, measured 1.8x on the w step)
-            t = min(max(logit_rho + wd * field, -MAX_LOGIT), MAX_LOGIT)
+                r = rel[p]
+                wd = W[r, d, d]
+                others = m[p] - b[r] - wd * q[i, d] * q[j, d]
+                field += wd * q[j, d] * (mean_y[p] - b[r] - 0.5 * wd - others)
+            # logits are kept in [-MAX_LOGIT, MAX_LOGIT]: no exact 0 or 1
+            t = min(max(logit_rho + field, -MAX_LOGIT), MAX_LOGIT)
             new = sigmoid(t)
             delta = new - q[i, d]
             if delta != 0.0:
                 for k in range(inc_indptr[i], inc_indptr[i + 1]):
-                    m[inc_pair[k]] += wd * delta * q[inc_other[k], d]
+                    p = inc_pair[k]
+                    m[p] += W[rel[p], d, d] * delta * q[inc_other[k], d]
                 q[i, d] = new
 
 
-def incidence(rows, cols, n_entities):
+def incidence(snd, rcv, n_entities):
     """Pairs incident to each entity, as CSR-like arrays for :func:`cavi_sweep`.
 
     Returns ``inc_indptr`` (N + 1,) int64, ``inc_pair`` and ``inc_other``
     (2 P,): every pair p = (i, j) appears once under i (other j) and once
-    under j (other i). The two lists are int32 when the ids and 2 P fit
-    (halving their memory, 100 MiB per 12.5 million pairs), else int64.
+    under j (other i). int32 lists when the ids and 2 P fit, else int64.
     """
-    P = rows.size
+    P = snd.size
     small = 2 * P < 2**31 and n_entities < 2**31
     index = np.int32 if small else np.int64
-    ends = np.concatenate([rows, cols]).astype(index, copy=False)
-    order = np.argsort(ends, kind="stable")  # positions in rows ++ cols
+    ends = np.concatenate([snd, rcv]).astype(index, copy=False)
+    order = np.argsort(ends, kind="stable")  # positions in snd ++ rcv
     del ends
     indptr = np.zeros(n_entities + 1, dtype=np.int64)
     np.cumsum(
-        np.bincount(rows, minlength=n_entities)
-        + np.bincount(cols, minlength=n_entities),
+        np.bincount(snd, minlength=n_entities) + np.bincount(rcv, minlength=n_entities),
         out=indptr[1:],
     )
-    from_rows = order < P  # the entity is the pair's first one: other = cols
-    order[~from_rows] -= P  # now the pair index
+    from_snd = order < P  # the entity is the sender: other = receiver
+    order[~from_snd] -= P  # now the pair index
     inc_pair = order.astype(index)
     inc_other = np.empty(2 * P, dtype=index)
-    inc_other[from_rows] = cols[order[from_rows]]
-    inc_other[~from_rows] = rows[order[~from_rows]]
+    inc_other[from_snd] = rcv[order[from_snd]]
+    inc_other[~from_snd] = snd[order[~from_snd]]
     return indptr, inc_pair, inc_other
 
 
-def weight_step(rows, cols, q, mean_y, alpha=0.0):
-    """Closed-form (ridge) maximizer of the augmented bound over (w_0, w).
-
-    The bound depends on w through ``-1/2 sum_p E[(y_p - f_p . w)^2]`` with
-    features f_p = (1, z_i1 z_j1, ..., z_iD z_jD): the normal equations use
-    E[f] = (1, p) and E[f f^T] with p_d p_e off the diagonal and p_d on it
-    (p_d = q_id q_jd). ``alpha`` >= 0 is the precision of a Gaussian prior on
-    w_1..w_D (not on the intercept). Cost O(P D^2). Returns (w0, w).
-    """
-    P = q[rows] * q[cols]
+@njit(parallel=True)
+def pair_means(snd, rcv, rel, q, b, W, diag, out):
+    """m_p = E_q[eta_p] = b_r + q_i^T W_r q_j of every pair (out)."""
     D = q.shape[1]
-    A = np.empty((D + 1, D + 1))
-    A[0, 0] = rows.size
-    A[0, 1:] = A[1:, 0] = P.sum(axis=0)
-    A[1:, 1:] = P.T @ P + np.diag((P - P * P).sum(axis=0) + alpha)
-    b = np.concatenate([[mean_y.sum()], P.T @ mean_y])
-    solution = np.linalg.solve(A, b)
-    return float(solution[0]), solution[1:]
+    for p in prange(snd.shape[0]):
+        i, j, r = snd[p], rcv[p], rel[p]
+        m = b[r]
+        if diag:
+            for d in range(D):
+                m += W[r, d, d] * q[i, d] * q[j, d]
+        else:
+            for d in range(D):
+                for e in range(D):
+                    m += q[i, d] * W[r, d, e] * q[j, e]
+        out[p] = m
 
 
 @njit
-def weight_pass(rows, cols, q, rhs, alpha, w, m):
-    """One pass of exact coordinate ascent over (w_0, w_1, ..., w_D), in place.
+def augmented_weight_rhs(snd, rcv, rel, q, mean_y, out0, outW):
+    """``sum_p E[y_p] E[f_p]`` per relation: the right-hand side of the cavi w step.
 
-    Maximizes, one coordinate at a time, the concave quadratic
-    ``Q(w) = w . rhs - 1/2 w^T A w - alpha/2 sum_{d>=1} w_d^2`` with
-    ``A = sum_p E_q[f_p f_p^T]`` for the pair features f_p = (1, z_i1 z_j1,
-    ..., z_iD z_jD): ``E[f_pd f_pe] = p_d p_e`` (d != e), ``p_d`` (d = e),
-    p_d = q_id q_jd. With ``rhs = sum_p E[f_p] E[y_p]`` this is the w step of
-    the data-augmented bound ("cavi"); with ``rhs = E_q[sum_p f_p(z)
-    ybar_p(z)]`` (:func:`mc_weight_rhs`) it is a minorize-maximize (EM) step
-    on the true ELBO ("mcvi", "score"). Only A's action is needed:
-    ``(A w)_d = sum_p p_d m_p + w_d sum_p p_d (1 - p_d)`` with the pair means
-    ``m_p = f-bar_p . w``, so a pass costs O(P D) and never forms A (the
-    closed-form solve, :func:`weight_step`, costs O(P D^2)). Q never
-    decreases.
-
-    Parameters
-    ----------
-    rows, cols : int64 arrays of shape (P,)
-    q : float64 array of shape (N, D)
-    rhs : float64 array of shape (D + 1,)
-    alpha : float
-        Precision of the Gaussian prior on w_1..w_D (ridge); the intercept
-        has none.
-    w : float64 array of shape (D + 1,)
-        (w_0, w_1, ..., w_D), updated in place.
-    m : float64 array of shape (P,)
-        Pair means w_0 + sum_d w_d p_d, kept up to date in place.
+    ``out0[r] = sum_p E[y_p]`` and ``outW[r, d, e] = sum_p E[y_p] q_id q_je``
+    over the pairs of relation r (only the diagonal is used for diagonal W).
+    Checked against NumPy in ``test_weight_steps_*``.
     """
-    P = rows.shape[0]
     D = q.shape[1]
-    if P == 0:
-        return
-    total = 0.0
-    for p in range(P):
-        total += m[p]
-    delta = (rhs[0] - total) / P
-    w[0] += delta
-    for p in range(P):
-        m[p] += delta
-    for d in range(D):
-        pm = 0.0
-        pvar = 0.0
-        psum = 0.0
-        for p in range(P):
-            pd = q[rows[p], d] * q[cols[p], d]
-            pm += pd * m[p]
-            pvar += pd * (1.0 - pd)
-            psum += pd
-        curvature = psum + alpha
-        if curvature <= 0.0:
-            continue
-        delta = (rhs[d + 1] - pm - w[d + 1] * pvar - alpha * w[d + 1]) / curvature
-        if delta != 0.0:
-            w[d + 1] += delta
-            for p in range(P):
-                m[p] += delta * q[rows[p], d] * q[cols[p], d]
+    out0[:] = 0.0
+    outW[:] = 0.0
+    for p in range(snd.shape[0]):
+        i, j, r = snd[p], rcv[p], rel[p]
+        out0[r] += mean_y[p]
+        for d in range(D):
+            a = q[i, d] * mean_y[p]
+            for e in range(D):
+                outW[r, d, e] += a * q[j, e]
+
+
+# ---------------------------------------------------------------------------
+# the weight step: a ridge-regularized quadratic in (b_r, W_r) per relation
+# ---------------------------------------------------------------------------
 
 
 @njit
-def augmented_weight_rhs(rows, cols, q, mean_y, out):
-    """``out = sum_p E[f_p] E[y_p]`` (D + 1,): the right-hand side of the cavi w step."""
+def _sender_moments(skey, rcv, q, n_keys, c_out, m_out):
+    """Per sender key k: C_k = sum_p M_j (D, D) and m_k = sum_p q_j (D,).
+
+    M_j = E[z_j z_j^T] = q_j q_j^T + diag(q_j (1 - q_j)).
+    """
+    D = q.shape[1]
+    c_out[:] = 0.0
+    m_out[:] = 0.0
+    for p in range(skey.shape[0]):
+        k, j = skey[p], rcv[p]
+        for d in range(D):
+            qd = q[j, d]
+            m_out[k, d] += qd
+            for e in range(D):
+                c_out[k, d, e] += qd * q[j, e]
+            c_out[k, d, d] += qd * (1.0 - qd)
+
+
+@njit
+def _diagonal_moments(snd, rcv, rel, q, out):
+    """Per relation: A[r] = sum_p E[f f^T] for f = (1, z_i1 z_j1, ..., z_iD z_jD)."""
     D = q.shape[1]
     out[:] = 0.0
-    for p in range(rows.shape[0]):
-        i, j = rows[p], cols[p]
-        out[0] += mean_y[p]
+    for p in range(snd.shape[0]):
+        i, j, r = snd[p], rcv[p], rel[p]
+        out[r, 0, 0] += 1.0
         for d in range(D):
-            out[d + 1] += q[i, d] * q[j, d] * mean_y[p]
+            pd = q[i, d] * q[j, d]
+            out[r, 0, d + 1] += pd
+            out[r, d + 1, d + 1] += pd
+            for e in range(D):
+                if e != d:
+                    out[r, d + 1, e + 1] += pd * q[i, e] * q[j, e]
+    for r in range(out.shape[0]):
+        for d in range(D):
+            out[r, d + 1, 0] = out[r, 0, d + 1]
+
+
+def weight_system(snd, rcv, rel, q, n_relations, diag, skeys=None):
+    """The matrices A[r] = sum_{p in r} E_q[f_p f_p^T] of the weight step.
+
+    The features of a pair are f = (1, vec(z_i z_j^T)) (full W, 1 + D^2 of
+    them, W_r[d, e] at position 1 + d D + e) or f = (1, z_i1 z_j1, ...,
+    z_iD z_jD) (diagonal, 1 + D). With M_i = E[z_i z_i^T] = q_i q_i^T +
+    diag(q_i (1 - q_i)) and z_i, z_j independent, ``E[f_de f_d'e'] = M_i[d,
+    d'] M_j[e, e']``; summed over the pairs of a sender key k (entity i,
+    relation r) this is ``M_i[d, d'] C_k[e, e']`` with C_k the sum of the
+    receivers' M_j, so A costs O(P D^2 + K_s D^4) for full W (a BLAS
+    product), O(P D^2) diagonal. Returns an array (R, F, F). Checked against
+    a NumPy reference (explicit feature second moments per pair) in
+    ``test_weight_system_matches_explicit_moments``.
+    """
+    N, D = q.shape
+    if diag:
+        A = np.empty((n_relations, D + 1, D + 1))
+        _diagonal_moments(snd, rcv, rel, q, A)
+        return A
+    skey, sk_ent, sk_rel = skeys
+    K = sk_ent.size
+    C = np.empty((K, D, D))
+    msum = np.empty((K, D))
+    _sender_moments(skey, rcv, q, K, C, msum)
+    qs = q[sk_ent]  # (K, D)
+    Ms = qs[:, :, None] * qs[:, None, :]
+    idx = np.arange(D)
+    Ms[:, idx, idx] = qs
+    counts = np.bincount(
+        sk_rel, weights=np.bincount(skey, minlength=K), minlength=n_relations
+    )
+    F = 1 + D * D
+    A = np.zeros((n_relations, F, F))
+    order = np.argsort(sk_rel, kind="stable")
+    bounds = np.searchsorted(sk_rel[order], np.arange(n_relations + 1))
+    for r in range(n_relations):
+        ks = order[bounds[r] : bounds[r + 1]]
+        if ks.size == 0:
+            continue
+        A[r, 0, 0] = counts[r]
+        first = qs[ks].T @ msum[ks]  # (D, D): sum_k q_i,d m_k,e
+        A[r, 0, 1:] = A[r, 1:, 0] = first.ravel()
+        # sum_k Ms[k, d, d'] C[k, e, e'] -> [(d, e), (d', e')]
+        block = Ms[ks].reshape(ks.size, D * D).T @ C[ks].reshape(ks.size, D * D)
+        A[r, 1:, 1:] = (
+            block.reshape(D, D, D, D).transpose(0, 2, 1, 3).reshape(D * D, D * D)
+        )
+    return A
+
+
+def solve_weights(A, rhs0, rhsW, alpha, diag, b, W):
+    """Maximize ``Q_r(w) = w . rhs - 1/2 w^T A_r w - alpha/2 |W_r|^2`` per relation.
+
+    ``w = (b_r, W_r)`` in the feature order of :func:`weight_system`; the
+    intercept is not penalized. Writes the maximizers into ``b`` (R,) and
+    ``W`` (R, D, D) (only the diagonal for ``diag``); relations without
+    pairs keep their weights. Q is concave, so the maximizer never lowers Q
+    (checked with enumerated true ELBOs in ``test_em_weight_step_*``).
+    """
+    R, D = W.shape[0], W.shape[1]
+    F = A.shape[1]
+    ridge = np.full(F, float(alpha))
+    ridge[0] = 0.0
+    for r in range(R):
+        if A[r, 0, 0] <= 0:
+            continue
+        if diag:
+            rhs = np.concatenate([[rhs0[r]], np.diagonal(rhsW[r])])
+        else:
+            rhs = np.concatenate([[rhs0[r]], rhsW[r].ravel()])
+        M = A[r] + np.diag(ridge)
+        # a tiny jitter keeps features that no pair has (all-zero rows) at 0
+        M[np.diag_indices(F)] += 1e-9 * (1.0 + np.abs(np.diagonal(M)).max())
+        try:
+            sol = np.linalg.solve(M, rhs)
+        except np.linalg.LinAlgError:  # pragma: no cover - guarded by the jitter
+            sol = np.linalg.lstsq(M, rhs, rcond=None)[0]
+        b[r] = sol[0]
+        if diag:
+            W[r][np.diag_indices(D)] = sol[1:]
+        else:
+            W[r] = sol[1:].reshape(D, D)
 
 
 # ---------------------------------------------------------------------------
 # "mcvi": Monte Carlo natural gradients with each binary variable summed out
-# (METHODS.md section 1 (b))
 # ---------------------------------------------------------------------------
 
 
-@njit
-def _sample_joint(rows, cols, q, w0, w, uniforms, z, eta):
-    """One joint sample ``z = 1{uniforms < q}`` (N, D) and eta (P,) of every pair."""
-    N, D = q.shape
-    for i in range(N):
-        for d in range(D):
-            z[i, d] = 1.0 if uniforms[i, d] < q[i, d] else 0.0
-    for p in range(rows.shape[0]):
-        i, j = rows[p], cols[p]
-        value = w0
-        for e in range(D):
-            value += w[e] * z[i, e] * z[j, e]
-        eta[p] = value
-
-
 @njit(parallel=True)
-def mcvi_mean_deltas(rows, cols, x, q, logit_rho, w0, w, uniforms, out):
+def mcvi_mean_deltas(
+    snd,
+    rcv,
+    rel,
+    skey,
+    sk_ent,
+    sk_rel,
+    rkey,
+    rk_ent,
+    rk_rel,
+    x,
+    q,
+    logit_rho,
+    b,
+    W,
+    diag,
+    uniforms,
+    out,
+):
     """Monte Carlo estimate of E_{q_-id}[Delta_id] for every (i, d) at once.
 
-    ``Delta_id(z) = log p(x, z_id = 1, z_-id) - log p(x, z_id = 0, z_-id)
-    = logit rho + sum_{pairs (i, j)} z_jd [g_ij(a + w_d) - g_ij(a)]`` with
-    ``a = w_0 + sum_{e != d} w_e z_ie z_je`` and g the probit pair
-    log-likelihood: z_id is summed out exactly, only its neighbours are
-    sampled. Every (i, d) uses the same S joint samples
-    ``z_s = 1{uniforms[s] < q}``. With the exact expectation,
-    ``logit q_id <- E[Delta_id]`` is the coordinate-ascent update of the true
-    ELBO, and ``E[Delta] - logit q`` its natural gradient.
+    ``Delta_id(z) = log p(x, z_id = 1, z_-id) - log p(x, z_id = 0, z_-id) =
+    logit rho + sum_{pairs of i} [g(eta^{id=1}) - g(eta^{id=0})]``: z_id is
+    summed out exactly, only its neighbours are sampled. Flipping z_id changes
+    eta by c = (W_r z_j)_d when i is the sender and by c = (W_r^T z_i')_d when
+    i is the receiver of a pair with sender i'. Both fields are computed once
+    per (entity, relation) key and sample, so a pair costs O(D) operations
+    and at most 2 D + 1 evaluations of log Phi (none where c = 0, which for
+    diagonal W is whenever the other end lacks the feature). Every (i, d)
+    uses the same S joint samples ``z_s = 1{uniforms[s] < q}``. With the
+    exact expectation, ``logit q_id <- E[Delta_id]`` is coordinate ascent on
+    the true ELBO and ``E[Delta] - logit q`` its natural gradient.
 
-    The loop runs over pairs, not entities: a pair (i, j) and feature d
-    need one new log Phi at most, shared by both ends (g(eta - w_d) if z_id
-    = z_jd = 1, then both ends get g(eta) - g(eta - w_d); g(eta + w_d) if
-    exactly one is 1, for the other end; nothing if both are 0). Cost
-    O(S P D) operations and at most S P (D + 1) evaluations of log Phi.
+    Checked against a NumPy loop with the same samples
+    (``test_mcvi_deltas_match_a_numpy_reference``) and, with many samples,
+    against finite differences of the enumerated true ELBO
+    (``test_mcvi_deltas_are_the_natural_gradient_of_the_true_elbo``), for
+    diagonal and full W. Threads split the samples and the partial sums are
+    added in a fixed order (results do not depend on the number of threads).
 
     Parameters
     ----------
-    rows, cols : int64 arrays of shape (P,)
-        Entities of each observed pair.
+    snd, rcv, rel : int64 arrays of shape (P,)
+    skey, rkey : int64 arrays of shape (P,); sk_ent, sk_rel, rk_ent, rk_rel
+        Keys of the senders and receivers (:func:`pair_keys`).
     x : float64 array of shape (P,)
-        Links (0/1) of the observed pairs.
     q : float64 array of shape (N, D)
-    logit_rho, w0 : float
-    w : float64 array of shape (D,)
+    logit_rho : float
+    b : float64 array of shape (R,)
+    W : float64 array of shape (R, D, D)
+    diag : bool
     uniforms : float64 array of shape (S, N, D), values in [0, 1)
     out : float64 array of shape (N, D) (out)
-        Mean of Delta over the samples.
     """
     S, N, D = uniforms.shape
     P = x.shape[0]
-    # one thread per sample, each with its own accumulator; summed in a fixed
-    # order, so the result does not depend on the number of threads
     partial = np.zeros((S, N, D))
     for s in prange(S):
         z = np.empty((N, D))
-        eta = np.empty(P)
-        _sample_joint(rows, cols, q, w0, w, uniforms[s], z, eta)
+        _sample(uniforms[s], q, z)
+        fr = np.empty((rk_ent.shape[0], D))  # W_r z_j: sender flips
+        fs = np.empty((sk_ent.shape[0], D))  # W_r^T z_i: receiver flips
+        _fields(rk_ent, rk_rel, z, W, diag, False, fr)
+        _fields(sk_ent, sk_rel, z, W, diag, True, fs)
         acc = partial[s]
         for p in range(P):
-            i, j = rows[p], cols[p]
-            g_eta = pair_log_likelihood(x[p], eta[p])
+            i, j = snd[p], rcv[p]
+            a, c_rcv = fr[rkey[p]], fs[skey[p]]
+            eta = _eta(i, rel[p], z, b, a)
+            g = pair_log_likelihood(x[p], eta)
             for d in range(D):
-                zi, zj = z[i, d] > 0.0, z[j, d] > 0.0
-                if zi and zj:
-                    delta = g_eta - pair_log_likelihood(x[p], eta[p] - w[d])
-                    acc[i, d] += delta
-                    acc[j, d] += delta
-                elif zj:
-                    acc[i, d] += pair_log_likelihood(x[p], eta[p] + w[d]) - g_eta
-                elif zi:
-                    acc[j, d] += pair_log_likelihood(x[p], eta[p] + w[d]) - g_eta
+                c = a[d]
+                if c != 0.0:
+                    if z[i, d] > 0.0:
+                        acc[i, d] += g - pair_log_likelihood(x[p], eta - c)
+                    else:
+                        acc[i, d] += pair_log_likelihood(x[p], eta + c) - g
+                c = c_rcv[d]
+                if c != 0.0:
+                    if z[j, d] > 0.0:
+                        acc[j, d] += g - pair_log_likelihood(x[p], eta - c)
+                    else:
+                        acc[j, d] += pair_log_likelihood(x[p], eta + c) - g
     for i in prange(N):
         for d in range(D):
             total = 0.0
@@ -429,77 +662,113 @@ def mcvi_mean_deltas(rows, cols, x, q, logit_rho, w0, w, uniforms, out):
 
 
 @njit(parallel=True)
-def mc_weight_rhs(rows, cols, x, q, w0, w, uniforms, out):
-    """Monte Carlo ``E_q[sum_p f_p(z) ybar_p(z)]`` (D + 1,) for the EM w step.
+def mc_weight_rhs(
+    snd,
+    rcv,
+    rel,
+    skey,
+    sk_ent,
+    sk_rel,
+    rkey,
+    rk_ent,
+    rk_rel,
+    x,
+    q,
+    b,
+    W,
+    diag,
+    uniforms,
+    out0,
+    outW,
+):
+    """Monte Carlo ``E_q[sum_p f_p(z) ybar_p(z)]`` per relation, for the EM w step.
 
-    ``ybar_p(z) = E[y_p | x_p, eta_p(z)]`` is the mean of the unit normal
-    with location eta_p(z) (at the current w) truncated to the side of x_p.
-    For every z, ``g(f . w) >= g(f . w_old) - 1/2 E[(y - f . w)^2 | z] +
-    const`` with equality at w_old (the EM minorizer of probit regression,
-    [AC]); averaged over q it minorizes the true ELBO, and
-    :func:`weight_pass` with this right-hand side maximizes the minorizer.
-    The expectation over z uses the S joint samples ``1{uniforms[s] < q}``.
-    Cost O(S P D).
-
-    Parameters are those of :func:`mcvi_mean_deltas`; ``out`` (D + 1,).
+    ``ybar_p(z)`` is the mean of the unit normal with location eta_p(z) (at
+    the current weights) truncated to the side of x_p. For every z, ``g(f .
+    w) >= g(f . w_old) - 1/2 E[(y - f . w)^2 | z] + const`` with equality at
+    w_old (the EM minorizer of probit regression, Albert and Chib 1993);
+    averaged over q it minorizes the true ELBO, and :func:`solve_weights`
+    maximizes the minorizer. ``out0[r] = E sum_p ybar_p``, ``outW[r, d, e] =
+    E sum_p ybar_p z_id z_je`` (pairs of relation r), accumulated per sender
+    key in O(P D + K_s D^2) per sample. Checked against enumeration in
+    ``test_mc_weight_rhs_and_the_em_w_step_on_the_true_elbo``.
     """
     S, N, D = uniforms.shape
+    R = b.shape[0]
     P = x.shape[0]
-    partial = np.zeros((S, D + 1))
-    for s in prange(S):  # one thread per sample, summed in a fixed order
+    Ks = sk_ent.shape[0]
+    part0 = np.zeros((S, R))
+    partW = np.zeros((S, R, D, D))
+    for s in prange(S):
         z = np.empty((N, D))
-        eta = np.empty(P)
-        _sample_joint(rows, cols, q, w0, w, uniforms[s], z, eta)
-        acc = partial[s]
+        _sample(uniforms[s], q, z)
+        fr = np.empty((rk_ent.shape[0], D))
+        _fields(rk_ent, rk_rel, z, W, diag, False, fr)
+        t = np.zeros((Ks, D))
         for p in range(P):
-            i, j = rows[p], cols[p]
-            ybar = truncated_normal_mean(x[p], eta[p])
-            acc[0] += ybar
+            i, j, r = snd[p], rcv[p], rel[p]
+            ybar = truncated_normal_mean(x[p], _eta(i, r, z, b, fr[rkey[p]]))
+            part0[s, r] += ybar
+            k = skey[p]
+            for e in range(D):
+                if z[j, e] > 0.0:
+                    t[k, e] += ybar
+        for k in range(Ks):
+            e_, r = sk_ent[k], sk_rel[k]
             for d in range(D):
-                if z[i, d] > 0.0 and z[j, d] > 0.0:
-                    acc[d + 1] += ybar
-    for d in range(D + 1):
+                if z[e_, d] > 0.0:
+                    if diag:
+                        partW[s, r, d, d] += t[k, d]
+                    else:
+                        for e in range(D):
+                            partW[s, r, d, e] += t[k, e]
+    for r in range(R):
         total = 0.0
         for s in range(S):
-            total += partial[s, d]
-        out[d] = total / S
+            total += part0[s, r]
+        out0[r] = total / S
+        for d in range(D):
+            for e in range(D):
+                total = 0.0
+                for s in range(S):
+                    total += partW[s, r, d, e]
+                outW[r, d, e] = total / S
 
 
 # ---------------------------------------------------------------------------
-# "score": score-function (REINFORCE) baseline (METHODS.md section 1 (c))
+# "score": score-function (REINFORCE) baseline
 # ---------------------------------------------------------------------------
 
 
 @njit(parallel=True)
-def score_function_gradient(rows, cols, x, q, logit_rho, w0, w, uniforms, out):
+def score_function_gradient(
+    snd, rcv, rel, rkey, rk_ent, rk_rel, x, q, logit_rho, b, W, diag, uniforms, out
+):
     """Rao-Blackwellized score-function estimate of dELBO / d logit q_id.
 
     ``E_q[(z_id - q_id) f_id(z)]`` with ``f_id`` the terms of log p(x, z) -
-    log q(z) that involve z_id (its Markov blanket: its prior, the
-    likelihood of the pairs of i, and its own log q), from the S joint
-    samples ``z_s = 1{uniforms[s] < q}``, and a per-coordinate control
-    variate ``b_id = sum_s (z - q)^2 f / sum_s (z - q)^2`` subtracted from f
-    (estimated from the same samples: a small O(1/S) bias). For comparison
-    with :func:`mcvi_mean_deltas` only: it needs far more samples for the
-    same accuracy. Cost O(S P D) operations, S P evaluations of log Phi.
-
-    Parameters are those of :func:`mcvi_mean_deltas`; ``out`` (N, D)
-    receives the gradient estimate with respect to the logits.
+    log q(z) that involve z_id (its prior, the likelihood of the pairs of i,
+    its own log q), from the S joint samples ``z_s = 1{uniforms[s] < q}``,
+    and a per-coordinate control variate ``b_id = sum_s (z - q)^2 f / sum_s
+    (z - q)^2`` (estimated from the same samples: an O(1/S) bias). A baseline
+    for :func:`mcvi_mean_deltas`. Checked against finite differences of the
+    enumerated true ELBO in
+    ``test_score_function_gradient_is_unbiased_for_the_true_elbo_gradient``.
     """
     S, N, D = uniforms.shape
     P = x.shape[0]
-    # per sample (one thread each): (z - q) and f of every (i, d)
     scores = np.empty((S, N, D))
     values = np.empty((S, N, D))
     for s in prange(S):
         z = np.empty((N, D))
-        eta = np.empty(P)
+        _sample(uniforms[s], q, z)
+        fr = np.empty((rk_ent.shape[0], D))
+        _fields(rk_ent, rk_rel, z, W, diag, False, fr)
         blanket = np.zeros(N)  # likelihood of the pairs of i: shared by all d
-        _sample_joint(rows, cols, q, w0, w, uniforms[s], z, eta)
         for p in range(P):
-            g = pair_log_likelihood(x[p], eta[p])
-            blanket[rows[p]] += g
-            blanket[cols[p]] += g
+            g = pair_log_likelihood(x[p], _eta(snd[p], rel[p], z, b, fr[rkey[p]]))
+            blanket[snd[p]] += g
+            blanket[rcv[p]] += g
         for i in range(N):
             for d in range(D):
                 zid, qid = z[i, d], q[i, d]
@@ -509,16 +778,15 @@ def score_function_gradient(rows, cols, x, q, logit_rho, w0, w, uniforms, out):
                 values[s, i, d] = f
     for i in prange(N):
         for d in range(D):
-            sum_sf = 0.0  # sum_s (z - q) f
-            sum_ss = 0.0  # sum_s (z - q)^2
-            sum_ssf = 0.0  # sum_s (z - q)^2 f
-            sum_score = 0.0  # sum_s (z - q)
+            sum_sf = 0.0
+            sum_ss = 0.0
+            sum_ssf = 0.0
+            sum_score = 0.0
             for s in range(S):
                 score, f = scores[s, i, d], values[s, i, d]
                 sum_sf += score * f
                 sum_ss += score * score
                 sum_ssf += score * score * f
                 sum_score += score
-            b = sum_ssf / sum_ss if sum_ss > 0.0 else 0.0
-            # sum_s (z - q)(f - b) / S
-            out[i, d] = (sum_sf - b * sum_score) / S
+            cv = sum_ssf / sum_ss if sum_ss > 0.0 else 0.0
+            out[i, d] = (sum_sf - cv * sum_score) / S
