@@ -953,7 +953,8 @@ def section_ttq(run, results, quick, seeds=None, corpora=None, Ks=None):
         for method in methods:
             for seed in seeds:
                 cfg = {"corpus": corpus, "K": K, "method": method, "seed": seed,
-                       "checkpoints": checkpoints, "curve": seed == seeds[0]}
+                       "checkpoints": checkpoints,
+                       "curve": seed == seeds[0] and K == Ks[0]}
                 res[f"{corpus}_K{K}_{method}_s{seed}"] = run(
                     "ttq", cfg, label=f"{corpus} K={K} {method} seed {seed}")
     results["ttq"] = res

@@ -79,6 +79,7 @@ def _matched_cosines(true, learned):
     return sim[rows, cols]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inference, learning_rate", [("acp", 0.01), ("avi", 0.03)])
 def test_parameter_recovery(synthetic, inference, learning_rate):
     """Recovery of the 8 true patterns (Hungarian-matched cosine >= 0.95).
@@ -139,6 +140,7 @@ def test_elbo_rises_and_matches_score(synthetic, inference):
         assert model.score(X) > encoder_only.score(X) - 0.02
 
 
+@pytest.mark.slow
 def test_svi_recovers_patterns_and_transform_maximizes_the_elbo(synthetic):
     """SVI: the run with the highest ELBO of 3 recovers the 8 patterns, and
     transform's per-row logits are a maximum of the exact ELBO (enumeration).

