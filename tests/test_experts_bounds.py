@@ -619,3 +619,24 @@ def test_gate_newton_kernel_matches_numpy(K):
     c0 = c_n + rng.normal(size=n)  # warm start
     same(B.optimal_gate_auxiliaries(m, v, c_init=c0)[0],
          B.optimal_gate_auxiliaries(m, v, c_init=c0, method="newton_numpy")[0])
+
+
+@pytest.mark.parametrize("K", [2, 5])
+def test_fused_likelihood_kernel_matches_numpy(K):
+    """likelihood_pieces_from_moments at optimal auxiliaries: the fused Numba
+    kernel equals the NumPy composition of this module's functions."""
+    rng = np.random.RandomState(10 + K)
+    n = 300
+    y = (rng.rand(n) < 0.4).astype(float)
+    mean_b = rng.normal(scale=3.0, size=(n, K))
+    second_b = mean_b ** 2 + rng.exponential(size=(n, K))
+    mean_e = rng.normal(scale=2.0, size=(n, K))
+    mean_e[:20] *= 50.0
+    second_e = mean_e ** 2 + rng.exponential(size=(n, K))
+    fast = B.likelihood_pieces_from_moments(y, mean_b, second_b, mean_e, second_e)
+    ref = B.likelihood_pieces_from_moments(y, mean_b, second_b, mean_e, second_e,
+                                           _reference=True)
+    for a, b in zip(fast[:3], ref[:3], strict=True):
+        assert a == pytest.approx(b, rel=1e-10, abs=1e-8)
+    for a, b in zip(fast[3:], ref[3:], strict=True):  # phi, phi_opt, xi, c, d
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-9)

@@ -915,7 +915,7 @@ def _likelihood_pieces(X, y, beta, eta, phi, xi, c, d, n_rounds, tol, c_init):
 
 def likelihood_pieces_from_moments(y, mean_b, second_b, mean_e, second_e, phi=None,
                                    xi=None, c=None, d=None, n_rounds=50, tol=1e-10,
-                                   c_init=None):
+                                   c_init=None, _reference=False):
     """The likelihood bound's pieces from the projection moments of any q.
 
     Parameters
@@ -931,6 +931,13 @@ def likelihood_pieces_from_moments(y, mean_b, second_b, mean_e, second_e, phi=No
         :func:`likelihood_bound`).
     n_rounds, tol, c_init
         Controls of :func:`optimal_gate_auxiliaries`.
+    _reference : bool, default=False
+        Private, for tests: with every auxiliary optimal (all None, K >= 2)
+        the pieces come from the fused Numba kernel
+        :func:`_likelihood_rows`; True computes them with the NumPy
+        functions of this module instead, the reference the kernel is
+        checked against in
+        ``tests/test_experts_bounds.py::test_fused_likelihood_kernel_matches_numpy``.
 
     Returns
     -------
@@ -946,6 +953,10 @@ def likelihood_pieces_from_moments(y, mean_b, second_b, mean_e, second_e, phi=No
     baseline.
     """
     n, K = mean_b.shape
+    if (K >= 2 and phi is None and xi is None and c is None and d is None
+            and not _reference):
+        return _optimal_likelihood_pieces(y, mean_b, second_b, mean_e, second_e,
+                                          n_rounds, tol, c_init)
     if xi is not None:
         xi = np.asarray(xi, dtype=np.float64)
         if xi.shape != mean_b.shape:
@@ -960,6 +971,85 @@ def likelihood_pieces_from_moments(y, mean_b, second_b, mean_e, second_e, phi=No
     g_term = float(np.sum(phi * mean_e) - np.sum(lse_upper))
     h_term = float(np.sum(special.entr(phi)))
     return e_term, g_term, h_term, phi, phi_opt, xi, c, d
+
+
+
+def _optimal_likelihood_pieces(y, mean_b, second_b, mean_e, second_e, n_rounds, tol,
+                               c_init):
+    """:func:`likelihood_pieces_from_moments` at optimal auxiliaries, K >= 2, fused."""
+    mean_t, var_t = _gate_moments(mean_e, second_e)
+    n, K = mean_t.shape
+    lo = mean_t.min(axis=1) - 1.0
+    hi = (mean_t.max(axis=1) + 1.0
+          + np.log(4.0 * K) + np.sqrt(K * var_t.max(axis=1)))
+    if c_init is None:
+        c0 = 2.0 - 4.0 / K + mean_t.mean(axis=1)
+    else:
+        c0 = np.broadcast_to(np.asarray(c_init, dtype=np.float64), (n,))
+    c = _gate_newton_rows(np.ascontiguousarray(mean_t), np.ascontiguousarray(var_t),
+                          np.clip(c0, lo, hi), lo, hi, int(n_rounds), float(tol))
+    sign = 2.0 * np.asarray(y, dtype=np.float64) - 1.0
+    phi, xi, d, terms = _likelihood_rows(
+        sign, np.ascontiguousarray(mean_b, dtype=np.float64),
+        np.ascontiguousarray(second_b, dtype=np.float64),
+        np.ascontiguousarray(mean_t), np.ascontiguousarray(var_t), c)
+    return terms[0], terms[1], terms[2], phi, phi, xi, c, d
+
+
+@njit
+def _log_expit(x):
+    if x >= 0.0:
+        return -np.log1p(np.exp(-x))
+    return x - np.log1p(np.exp(x))
+
+
+@njit
+def _likelihood_rows(sign, mean_b, second_b, mean_e, var_e, c):
+    """Optimal xi, d and phi and the three pieces of the likelihood bound, per row.
+
+    With the optimal auxiliaries the [JJ] quadratic terms vanish (xi^2 =
+    E[t^2], d^2 = E[(t - c)^2]): expert_nk = log sigmoid(xi_nk) +
+    ((2y_n - 1) E[t_nk] - xi_nk)/2, the gate bound is c_n + sum_j
+    [log(1 + e^{-d_nj}) + (E[eta_j^T x_n] - c_n + d_nj)/2], and phi_n is the
+    softmax of expert_n + E[eta^T x_n]. One pass over the rows, no (n, K)
+    temporaries. Checked against the NumPy functions of this module in
+    ``tests/test_experts_bounds.py::test_fused_likelihood_kernel_matches_numpy``.
+    """
+    n, K = mean_b.shape
+    phi = np.empty((n, K))
+    xi = np.empty((n, K))
+    d = np.empty((n, K))
+    a = np.empty(K)
+    e_term = 0.0
+    g_term = 0.0
+    h_term = 0.0
+    for i in range(n):
+        lse = c[i]
+        top = -np.inf
+        for k in range(K):
+            x = np.sqrt(max(second_b[i, k], 0.0))
+            xi[i, k] = x
+            expert = _log_expit(x) + 0.5 * (sign[i] * mean_b[i, k] - x)
+            diff = mean_e[i, k] - c[i]
+            dk = np.sqrt(var_e[i, k] + diff * diff)
+            d[i, k] = dk
+            lse += np.log1p(np.exp(-dk)) + 0.5 * (diff + dk)
+            a[k] = expert + mean_e[i, k]
+            if a[k] > top:
+                top = a[k]
+        total = 0.0
+        for k in range(K):
+            phi[i, k] = np.exp(a[k] - top)
+            total += phi[i, k]
+        for k in range(K):
+            pk = phi[i, k] / total
+            phi[i, k] = pk
+            if pk > 0.0:
+                e_term += pk * (a[k] - mean_e[i, k])
+                g_term += pk * mean_e[i, k]
+                h_term -= pk * np.log(pk)
+        g_term -= lse
+    return phi, xi, d, (e_term, g_term, h_term)
 
 
 def likelihood_bound(X, y, beta, eta, phi=None, *, xi=None, c=None, d=None,

@@ -827,11 +827,6 @@ def _gaussian_kl(mean, cov, sigma, logdet=None):
                               + 2.0 * p * np.log(sigma) - logdet))
 
 
-def _gaussian_moments(X, mean, cov):
-    m = np.asarray(X @ mean.T)
-    return m, m * m + _rowwise_quadratic_forms(X, cov)
-
-
 def fit_gaussian_variational(X, y, n_components, *, sigma=1.0, max_iter=200, tol=1e-6,
                              init_scale=1.0, random_state=None, callback=None):
     """Variational Bayes for the BMEM-G baseline (Gaussian priors, no diversity).
@@ -955,6 +950,32 @@ def gaussian_objective_and_aux(X, y, state, sigma, c_init=None, qf=None):
     return state.value
 
 
+def _cholesky_jittered(P):
+    """Cholesky factors of the (K, p, p) precisions, adding a diagonal jitter if needed.
+
+    The precisions I / sigma^2 - 2 Q_k are positive definite in exact
+    arithmetic (Q_k is negative semi-definite), but with features of very
+    different or very large scales (1e30) rounding can make them indefinite:
+    then 1e-12, 1e-10, ... times the largest diagonal entry is added until
+    the factorization succeeds (a slightly broader q).
+    """
+    try:
+        return np.linalg.cholesky(P)
+    except np.linalg.LinAlgError:
+        pass
+    P = 0.5 * (P + np.swapaxes(P, 1, 2))
+    top = np.max(np.abs(np.diagonal(P, axis1=1, axis2=2)), axis=1)
+    eye = np.eye(P.shape[1])
+    for rel in (1e-12, 1e-10, 1e-8, 1e-6, 1e-4):
+        try:
+            return np.linalg.cholesky(P + (rel * top)[:, None, None] * eye)
+        except np.linalg.LinAlgError:
+            continue
+    raise ValueError("the BMEM-G posterior precision is not positive definite even "
+                     "with a diagonal jitter of 1e-4 of its scale: the features "
+                     "are on wildly different scales; standardize them.")
+
+
 def gaussian_iteration(X, y, sq, state, sigma):
     """One BMEM-G iteration: closed-form q at the current auxiliaries, then new auxiliaries.
 
@@ -967,7 +988,7 @@ def gaussian_iteration(X, y, sq, state, sigma):
     lik = _FixedAuxLikelihood(X, y, sq, state.aux, True)
     old_means = [m.copy() for m in state.means]
     for j, (b, _, Q) in enumerate(lik.stats):
-        chol = np.linalg.cholesky(eye[None] - 2.0 * Q)
+        chol = _cholesky_jittered(eye[None] - 2.0 * Q)
         if state.logdets is None:
             state.logdets = [None, None]
         # log det cov = -log det precision = -2 sum log diag(chol)
