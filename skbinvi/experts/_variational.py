@@ -284,7 +284,11 @@ def _full_objective(X, y, beta, eta, cfg, lams, aux=None, c_init=None, cached=No
 def variational_objective(X, y, beta, eta, *, method="vi", kappa_prior=1.0, mu0=None,
                           alpha1=2.0, alpha2=0.5, pr_weights=(0.0, 0.0), pr_gamma=0.0,
                           aux=None, return_aux=False):
-    """The "vi" or "pr" objective of the BMEM at a given q, in nats.
+    """The "vi" or "pr" objective of the BMEM at a given q, in nats (reference).
+
+    The validated NumPy reference that the fit's objective
+    (:func:`objective_and_aux` and ``skbinvi.experts._ascent``) is checked
+    against in ``tests/test_experts_variational.py``.
 
     Parameters
     ----------
@@ -422,7 +426,11 @@ class _FixedAuxLikelihood:
                                    _weighted_gram(X, g_second)))
 
     def value(self, which, params):
-        """L restricted to set ``which`` (0 experts, 1 gates), up to a constant."""
+        """L restricted to set ``which`` (0 experts, 1 gates), up to a constant.
+
+        Reference for the tests (the fit uses :meth:`statistics` and
+        :meth:`moments_value` through ``skbinvi.experts._ascent.SetObjective``).
+        """
         mu, kappa, r, s = params
         coef = _checked_coefficients(mu, kappa, r, s)
         if self.use_statistics:
@@ -436,7 +444,7 @@ class _FixedAuxLikelihood:
                      + np.sum(g_second * (coef.c2 * self.sq[:, None] + coef.c3 * t * t)))
 
     def gradient(self, which, params):
-        """dL/d(mu, kappa, r, s) of set ``which`` (a VMFGammaGradient)."""
+        """dL/d(mu, kappa, r, s) of set ``which`` (a VMFGammaGradient); reference."""
         mu, kappa, r, s = params
         coef = _checked_coefficients(mu, kappa, r, s)
         if self.use_statistics:
