@@ -166,10 +166,10 @@ def test_diversity_strength_spreads_the_experts():
     # drives the K directions towards a regular simplex, mean pairwise cosine
     # -1/(K - 1). (The non-obtuse angles of Omega do not see this: antipodal
     # vectors have angle 0 there.) Measured (K = 4, 60 iterations): kappa 0 /
-    # 10 / 100 give mean cosines 0.025 / -0.064 / -0.234 between the experts
-    # (limit -1/3, not reached in 60 iterations), -0.187 / -0.235 / -0.255
-    # between the gates. (The kappa = 10 value moves with rounding: -0.114
-    # before the likelihood kernels were fused.)
+    # 10 / 100 give mean cosines 0.025 / -0.075 / -0.225 between the experts
+    # (limit -1/3, not reached in 60 iterations), -0.187 / -0.237 / -0.255
+    # between the gates. (The kappa = 10 value moves with rounding and with the
+    # start: -0.114 and -0.064 in earlier versions.)
     X, y = _two_expert_data(200, seed=2)
     kw = dict(inference="vi", max_iter=60, tol=0.0, random_state=0)
     cos = {}

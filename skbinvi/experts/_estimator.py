@@ -604,9 +604,54 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
                     eta = _init_params(K, p, rng, self.init_concentration, 1.0)
                 else:
                     beta, eta = (params_from_vectors(m) for m in means)
-                self._states.append(VariationalState(beta, eta))
+                state = VariationalState(beta, eta)
+                if means is not None:
+                    self._anneal_prior(X, yc, state)
+                self._states.append(state)
             else:
                 self._states.append(self._mcmc_start(X, yc, rng))
+
+    def _anneal_prior(self, X, y, state):
+        """With a strong MABN prior, choose how to start "vi" from the BMEM-G fit.
+
+        The BMEM-G start ignores the diversity prior. With a strong one
+        (``diversity_strength`` kappa > 1) the first gradient steps can pull
+        every direction to the prior's simplex at once; the magnitudes of the
+        experts whose data direction it forbids collapse, and a direction with
+        zero magnitude gains nothing from turning back: a degenerate optimum
+        (on Adult, K = 10, kappa = 100: one expert of magnitude 0 takes every
+        row, 24% accuracy, ELBO -0.79 against -0.46 nats per sample when the
+        prior is brought in gradually). On small data the direct path can end
+        higher instead (the two-expert data of the tests). So both paths run
+        the same number of iterations, log2(kappa): one at the full kappa, one
+        at kappa_t = 2, 4, 8, ..., kappa; the one with the higher objective (at
+        the full kappa) is kept and the recorded iterations start from it.
+        ``state`` is updated in place.
+        """
+        kappa = float(self.diversity_strength)
+        if self.inference != "vi" or kappa <= 1.0:
+            return
+        p = X.shape[1]
+        sq = row_norms(X, squared=True)
+        use_stats = _use_statistics(X, self.n_components, "auto")
+        cfg, lams, consts = self._objective_config(p)
+        direct = VariationalState(state.beta, state.eta)
+        k_t = 1.0
+        while k_t < kappa:
+            k_t = min(2.0 * k_t, kappa)
+            cfg_t = cfg._replace(kappa_prior=k_t)
+            state.aux = None  # the objective changed with kappa
+            variational_iteration(X, y, sq, state, cfg_t,
+                                  prior_constants(cfg_t, self.n_components, p), lams,
+                                  self.inner_max_iter, use_stats, 0.0)
+            variational_iteration(X, y, sq, direct, cfg, consts, lams,
+                                  self.inner_max_iter, use_stats, 0.0)
+        annealed = objective_and_aux(X, y, sq, state.beta, state.eta, cfg, consts,
+                                     lams)[0]
+        if direct.value > annealed:
+            state.beta, state.eta, state.steps = direct.beta, direct.eta, direct.steps
+        state.aux = None
+        state.omega = 2.0
 
     def _mcmc_start(self, X, y, rng):
         K = self.n_components
