@@ -124,7 +124,16 @@ def mutual_angles(A):
 
 def _value_and_grad(A, gamma, need_grad):
     A, norms = _check_A(A)
-    gamma = _check_gamma(gamma)
+    return value_and_grad_unchecked(A, norms, _check_gamma(gamma), need_grad)
+
+
+def value_and_grad_unchecked(A, norms, gamma, need_grad):
+    """Omega of the rows of A (norms given, non-zero) and its gradient, no checks.
+
+    The body of :func:`mutual_angular_value_and_gradient` after validation,
+    called directly by the inner ascent (``skbinvi.experts._ascent``) whose
+    inputs are valid by construction.
+    """
     K = A.shape[0]
     if K == 1:
         return 0.0, (np.zeros_like(A) if need_grad else None)

@@ -35,7 +35,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special
 
-from ._angular import PARALLEL_TOL, _geometry
+from ._angular import value_and_grad_unchecked
 from ._vmf import _bessel_quantities, _log_normalizer_scaled, log_normalizer
 
 __all__ = ["ObjectiveConfig", "Point", "PriorConstants", "SetObjective", "ascend",
@@ -319,23 +319,7 @@ def _mabn(m, cfg, consts, need_grad):
 
 def _omega(mu, gamma, need_grad):
     """Omega of unit rows (no validation): value and gradient, as in _angular."""
-    K = mu.shape[0]
-    norms = np.linalg.norm(mu, axis=1)
-    U, cos, perp, sin, theta = _geometry(mu, norms)
-    iu = np.triu_indices(K, k=1)
-    pairs = theta[iu]
-    mean = pairs.mean()
-    value = float(mean - gamma * np.mean((pairs - mean) ** 2))
-    if not need_grad:
-        return value, None
-    weight = (1.0 - 2.0 * gamma * (theta - mean)) / pairs.size
-    usable = (sin > 0.0) & (theta > PARALLEL_TOL) & (cos != 0.0)
-    np.fill_diagonal(usable, False)
-    coef = np.zeros_like(theta)
-    coef[usable] = weight[usable] / sin[usable]
-    grad = -np.einsum("ij,ijp->ip", coef, perp) / norms[:, None]
-    grad -= np.sum(grad * U, axis=1, keepdims=True) * U
-    return value, grad
+    return value_and_grad_unchecked(mu, np.linalg.norm(mu, axis=1), gamma, need_grad)
 
 
 _FIELDS = ("mu", "kappa", "r", "s")
