@@ -204,6 +204,7 @@ def test_iwae_bound_lies_between_elbo_and_log_likelihood(synthetic, inference):
         model.score_samples(X, method="iwae", n_samples=0)
 
 
+@pytest.mark.slow
 def test_jj_em_is_monotone_bounds_the_elbo_and_recovers_patterns(synthetic):
     """"jj": variational EM on the Jaakkola-Jordan bound (LB-CDI).
 
