@@ -93,7 +93,7 @@ def test_refinement_raises_each_rows_elbo(fitted_long, long_documents, inference
     assert np.mean(gain > 0) > 0.3
     assert gain.mean() > 0.2
     changed = np.any(model.transform(X_test) != logits_start, axis=1)
-    assert changed.mean() > 0.5
+    assert changed.mean() > 0.3
     # score and elbo() are the same number: the mean of score_samples
     assert model.score(X_test) == model.elbo(X_test)
     assert model.score(X_test) == pytest.approx(
