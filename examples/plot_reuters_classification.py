@@ -342,6 +342,14 @@ fig.suptitle("Reuters-21578 headlines: noisy-OR features vs raw X")
 # What the full run shows
 # ~~~~~~~~~~~~~~~~~~~~~~~
 #
+# The numbers of this paragraph and the next three were measured with the
+# previous version of the estimator (probabilities as features, the encoder
+# reading the raw rows, minibatches of 128 and 10 Monte Carlo samples). With
+# the current defaults (logit features refined by 5 local steps, 10 epochs),
+# seed 0 and all 5,048 documents, the exact match is 0.863, 0.928 and 0.920
+# for ACP and 0.885, 0.925 and 0.909 for AVI (``K`` = 50, 100, 150), and the
+# test ELBO -19.3 to -19.5 nats per document.
+#
 # With 60 epochs and 5 seeds (``--n-jobs 2``: 28 minutes on 2 cores), the
 # noisy-OR features reach an exact-match score of 0.83 to 0.91 with all 5,048
 # training documents, against 0.93 for the same classifier on the raw words,
