@@ -58,6 +58,7 @@ def _matched_correlation(q, Z):
 @pytest.mark.parametrize(
     "inference, weights", [("mcvi", "diagonal"), ("mcvi", "full"), ("cavi", "diagonal")]
 )
+@pytest.mark.slow
 def test_held_out_links_recovered_on_data_with_known_truth(inference, weights):
     """Held-out AUC close to that of the true link probabilities (the best possible).
 
@@ -78,6 +79,7 @@ def test_held_out_links_recovered_on_data_with_known_truth(inference, weights):
         assert _matched_correlation(model.latent_features_, truth.latent_features) > 0.8
 
 
+@pytest.mark.slow
 def test_directed_network_the_diagonal_model_cannot_fit():
     """Feature d sends links to feature d + 1 (a cycle): only a full W expresses it."""
     D = 3
@@ -101,6 +103,7 @@ def test_directed_network_the_diagonal_model_cannot_fit():
     )
 
 
+@pytest.mark.slow
 def test_multi_relational_recovery_of_the_planted_features():
     """Three relations over shared features: features and links are recovered."""
     X, y, truth = make_relational(
@@ -139,6 +142,7 @@ def test_multi_relational_recovery_of_the_planted_features():
     assert np.mean(per_relation) > np.mean(single) - 0.005, (per_relation, single)
 
 
+@pytest.mark.slow
 def test_mcvi_reaches_a_higher_true_elbo_than_cavi(synthetic):
     """Ji and Sudderth's point: cavi maximizes a looser bound, mcvi the true ELBO."""
     X, y, _ = synthetic
@@ -194,6 +198,7 @@ def test_kinship_single_relation_and_global_model():
     assert roc_auc_score(yr[te], single.decision_function(Xr[te])) > 0.93
 
 
+@pytest.mark.slow
 def test_kinship_one_relation_every_method():
     """All three methods on the kinship relation term18 (20% of the rows held out).
 
@@ -299,6 +304,7 @@ def test_unseen_entities_get_the_prior(synthetic):
     assert np.isfinite(model.elbo([[3, 55], [57, 58]], [1, 0]))
 
 
+@pytest.mark.slow
 def test_gridsearch_over_pairs_with_roc_auc():
     """Cross-validated AUC selects enough features: 1 feature cannot explain 3."""
     X, y, _ = make_relational(70, 3, density=0.3, random_state=3)
