@@ -1,5 +1,6 @@
 """Bundled binarized MNIST (load_binary_mnist) and MULTI-MNIST (make_multi_mnist)."""
 
+import ast
 import doctest
 import gzip
 import hashlib
@@ -86,12 +87,36 @@ def test_bundled_file_is_compact_with_provenance():
     assert str(arrays["script"]) == "tools/build_datasets.py"
 
 
+def _code_strings(tree):
+    """String literals of a module that are not docstrings."""
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                             ast.AsyncFunctionDef))
+        and node.body and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docstrings]
+
+
 def test_package_never_reads_shared():
-    """The loaders only use files inside the package, never ../shared."""
+    """The loaders only use files inside the package, never ../shared.
+
+    Checked on the code's string literals, where a path would be written: the
+    English word "shared" in docstrings and comments is not a path.
+    """
     pkg = Path(_mnist.__file__).parent
+    path_component = re.compile(r"(^|[/\\])shared([/\\]|$)")
     for path in pkg.glob("*.py"):
-        text = path.read_text(encoding="utf-8")
-        assert "shared" not in text.replace("_shared", ""), path
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for literal in _code_strings(tree):
+            assert not path_component.search(literal), (path, literal)
+    # the check itself sees a path written in code
+    probe = ast.parse('"""shared by all."""\nroot = Path("..") / "shared" / "data"\n')
+    assert [s for s in _code_strings(probe) if path_component.search(s)] == ["shared"]
 
 
 def test_binarization_matches_source(mnist):
