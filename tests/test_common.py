@@ -7,13 +7,13 @@ from skbinvi import LatentFeatureRelational, NoisyORFactorizer
 
 ESTIMATORS = [
     NoisyORFactorizer(n_components=3, hidden_layer_sizes=(8,), max_iter=5,
-                      n_score_samples=20, random_state=0),
+                      n_elbo_samples=20, random_state=0),
     NoisyORFactorizer(n_components=3, inference="avi", hidden_layer_sizes=(8,),
-                      max_iter=5, n_score_samples=20, random_state=0),
+                      max_iter=5, n_elbo_samples=20, random_state=0),
     NoisyORFactorizer(n_components=3, inference="svi", max_iter=5, n_transform_steps=10,
-                      n_score_samples=20, random_state=0),
+                      n_elbo_samples=20, random_state=0),
     NoisyORFactorizer(n_components=3, inference="jj", max_iter=5, n_transform_steps=10,
-                      n_score_samples=20, random_state=0),
+                      n_elbo_samples=20, random_state=0),
 ] + [
     LatentFeatureRelational(n_components=3, inference="mcvi", max_iter=5,
                             random_state=0),

@@ -177,6 +177,22 @@ def test_svi_large_learning_rate_is_finite_or_a_clear_error():
             assert np.all(np.isfinite(model.transform(X)))
 
 
+@pytest.mark.parametrize("inference, seed", [("acp", 14), ("avi", 0), ("svi", 0)])
+def test_partial_fit_divergence_is_an_error_not_infinite_output(inference, seed):
+    """An epoch's reported ELBO is averaged before its last updates, which can
+    leave NaN parameters or a leak that underflowed to 0 while the value stays
+    finite. Found by tests/test_properties.py: here one partial_fit call
+    returned, and score_samples then gave -inf (without the check after every
+    epoch)."""
+    rng = np.random.RandomState(seed)
+    X = (rng.random_sample((12, 9)) < 0.3).astype(float)
+    model = NoisyORFactorizer(3, inference=inference, hidden_layer_sizes=(4,),
+                              learning_rate=1e3, n_elbo_samples=5,
+                              n_transform_steps=5, random_state=0)
+    with pytest.raises(ValueError, match="diverged.*learning_rate"):
+        model.partial_fit(X)
+
+
 @pytest.mark.parametrize("inference", ["acp", "avi"])
 def test_divergence_is_an_error_naming_the_learning_rate(inference):
     X = load_reuters().data[:300]

@@ -235,7 +235,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         ``n_init`` is then ignored.
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the rows, monitor their true ELBO
-        (``n_score_samples`` discrete samples) after every epoch, stop when it
+        (``n_elbo_samples`` discrete samples) after every epoch, stop when it
         has not improved by ``tol`` for ``n_iter_no_change`` epochs, and keep
         the parameters of the best epoch. Measured on Reuters headlines (5048
         documents, 60 epochs, seed 0) it raises the held-out ELBO by 0.08
@@ -270,7 +270,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         :meth:`transform`, :meth:`score` and :meth:`score_samples` take from
         the encoder's logits of every row (semi-amortized inference); a row
         keeps them only if they raise its ELBO (estimated with
-        ``n_score_samples`` common samples independent of those of
+        ``n_elbo_samples`` common samples independent of those of
         :meth:`score_samples`). 0 gives the encoder's output alone. Measured
         on Reuters bodies and R8 (see the User Guide) they raise the test
         ELBO by 2 to 7 nats per document, most for "avi". Not used in
@@ -283,9 +283,11 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         are 0 or 1 to double precision: a linear classifier on the logits is
         4 to 5 points more accurate (see the User Guide). The logits are
         computed directly, never as ``logit(expit(.))``.
-    n_score_samples : int, default=100
-        Exact discrete samples of q per row used by :meth:`score` and
-        :meth:`score_samples` (100 in [1]_).
+    n_elbo_samples : int, default=100
+        Exact discrete samples of q per row used to estimate the ELBO: by
+        :meth:`score`, :meth:`score_samples`, :meth:`elbo`, ``elbo_`` and the
+        validation ELBO of ``early_stopping`` (100 in [1]_). Called
+        ``n_score_samples`` before version 0.2.
     random_state : int, RandomState instance or None, default=None
         Controls the initialization, the minibatch order, the Monte Carlo
         noise and the common random numbers of :meth:`score_samples`. Pass an
@@ -359,7 +361,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     costs O(nnz K M) plus O(n_features K) (see the User Guide).
 
     **Units.** :meth:`score_samples` returns the ELBO of each row in nats;
-    :meth:`score` its mean (nats per row). Both use ``n_score_samples`` exact
+    :meth:`score` its mean (nats per row). Both use ``n_elbo_samples`` exact
     samples of q with common random numbers fixed at fit time, so they are
     deterministic and the value of a row does not depend on the other rows.
 
@@ -413,7 +415,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         "n_transform_steps": [Interval(Integral, 1, None, closed="left")],
         "n_refine_steps": [Interval(Integral, 0, None, closed="left")],
         "transform_output": [StrOptions({"logit", "probability"})],
-        "n_score_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_elbo_samples": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(
@@ -442,7 +444,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         n_transform_steps=50,
         n_refine_steps=5,
         transform_output="logit",
-        n_score_samples=100,
+        n_elbo_samples=100,
         random_state=None,
         verbose=0,
     ):
@@ -469,7 +471,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         self.n_transform_steps = n_transform_steps
         self.n_refine_steps = n_refine_steps
         self.transform_output = transform_output
-        self.n_score_samples = n_score_samples
+        self.n_elbo_samples = n_elbo_samples
         self.random_state = random_state
         self.verbose = verbose
 
@@ -544,9 +546,9 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         self._sync_constrained()
         self._optimizer = Adam(self._parameters(), learning_rate=self.learning_rate)
         self._last_update = np.zeros(n_features, dtype=np.int64)
-        self._score_uniforms = rng.random_sample((self.n_score_samples, K))
+        self._score_uniforms = rng.random_sample((self.n_elbo_samples, K))
         # common random numbers of the safeguard of the refinement (_refine)
-        self._safeguard_uniforms = rng.random_sample((self.n_score_samples, K))
+        self._safeguard_uniforms = rng.random_sample((self.n_elbo_samples, K))
         self._epoch = 0
 
     def _parameters(self):
@@ -932,7 +934,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         each row on its own. "jj": up to ``n_transform_steps`` E-step sweeps.
 
         With ``return_elbo=True`` also returns every row's ELBO estimated with
-        the ``n_score_samples`` common random numbers of :meth:`score_samples`
+        the ``n_elbo_samples`` common random numbers of :meth:`score_samples`
         (None if not computed on the way).
         """
         indptr, indices = _csr_arrays(X)
@@ -974,7 +976,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         (:func:`_kernels.local_optimize`, the "svi" machinery, with the common
         random numbers fixed at fit time), then a safeguard: a row keeps its
         refined logits only if they raise its ELBO estimated with
-        ``n_score_samples`` common random numbers drawn at fit time,
+        ``n_elbo_samples`` common random numbers drawn at fit time,
         independent of those of :meth:`score_samples` (so that the reported
         ELBO has no selection bias). Monte Carlo targets can overshoot a row
         that the encoder already placed near its optimum.
@@ -995,9 +997,9 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         """True ELBO of every row of a binary CSR matrix (nats), deterministic."""
         indptr, indices = _csr_arrays(X)
         logit_q, elbo = self._posterior_logits(X, return_elbo=True)
-        if elbo is not None and n_samples in (None, self.n_score_samples):
+        if elbo is not None and n_samples in (None, self.n_elbo_samples):
             return elbo
-        uniforms = self._common_uniforms(n_samples or self.n_score_samples)
+        uniforms = self._common_uniforms(n_samples or self.n_elbo_samples)
         return self._discrete_elbo(indptr, indices, logit_q, uniforms)
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -1052,7 +1054,33 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         # Minibatch matrices are small: threaded BLAS only adds overhead
         # (3x slower per epoch on 2 busy cores), as in scikit-learn's KMeans.
         with threadpool_limits(limits=1, user_api="blas"):
-            return self._run_epoch(X, rng)
+            value = self._run_epoch(X, rng)
+        self._check_parameters_after_epoch()
+        return value
+
+    def _check_parameters_after_epoch(self):
+        """Raise the divergence error if the epoch's last steps broke the model.
+
+        The value an epoch returns is averaged over its minibatches before
+        their updates, so it can stay finite while the last updates leave NaN
+        parameters (every output NaN) or, for the gradient methods, a leak
+        that underflowed to exactly 0 (log p(x) = -inf for the rows with a
+        feature no sampled cause explains). The data start keeps every leak
+        positive and a stable run does not drive ``softplus(raw)`` below the
+        smallest double, so either is a divergence. O(n_features K).
+        """
+        arrays = [self._theta, self._leak, self._logit_prior,
+                  *self.encoder_coefs_, *self.encoder_intercepts_]
+        if any(np.isnan(a).any() for a in arrays):
+            problem = "model parameters became NaN"
+        elif self.inference != "jj" and not np.all(self._leak > 0):
+            problem = "leak of some features underflowed to 0"
+        else:
+            return
+        raise ValueError(
+            f"{type(self).__name__}: the {problem} in epoch {self._epoch}: "
+            f"training diverged. {self._divergence_hint()}"
+        )
 
     def _elbo_per_sample(self, X, y=None):
         return float(self._elbo_rows(X).mean())
@@ -1182,7 +1210,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             and tends to log p(x) as S grows: the number to compare held-out
             likelihoods with.
         n_samples : int, default=None
-            Number S of samples of q per row; None means ``n_score_samples``
+            Number S of samples of q per row; None means ``n_elbo_samples``
             for "elbo" and 1000 for "iwae". The samples are common random
             numbers fixed at fit time (the same for every row), so the result
             is deterministic and a row's value does not depend on the others.
@@ -1225,7 +1253,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
     def _common_uniforms(self, n_samples):
         """Uniforms (n_samples, K) from the seed drawn at fit time (deterministic)."""
-        if n_samples == self.n_score_samples:
+        if n_samples == self.n_elbo_samples:
             return self._score_uniforms
         # seeded by the fit-time common random numbers: deterministic per model
         seed = int(self._score_uniforms[0, 0] * np.iinfo(np.int32).max)
