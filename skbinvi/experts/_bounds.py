@@ -692,6 +692,49 @@ def optimal_gate_auxiliaries(mean_t, second_t, n_rounds=50, tol=1e-10, c_init=No
 
 
 @njit
+def _gate_newton_row(mean_i, var_i, ci, la, ha, n_rounds, tol):
+    """The safeguarded Newton iteration of :func:`_gate_newton_rows` for one row."""
+    K = mean_i.shape[0]
+    for _ in range(n_rounds):
+        g = 1.0 - 0.5 * K
+        H = 0.0
+        for j in range(K):
+            diff = ci - mean_i[j]
+            d = np.sqrt(var_i[j] + diff * diff)
+            if d < 1e-2:
+                d2 = d * d
+                lam = 0.125 - d2 / 96.0
+                lpx = -1.0 / 48.0 + d2 / 240.0
+            else:
+                e = np.exp(-d)
+                one_p = 1.0 + e
+                th = (1.0 - e) / one_p
+                lam = th / (4.0 * d)
+                lpx = (2.0 * d * e / (one_p * one_p) - th) / (4.0 * d * d * d)
+            g += 2.0 * lam * diff
+            H += 2.0 * (lam + lpx * diff * diff)
+        if g < 0.0:
+            la = ci
+        elif g > 0.0:
+            ha = ci
+        scale = tol * (1.0 + abs(ci))
+        if g == 0.0:
+            c_new = ci
+        else:
+            ok = False
+            cand = ci
+            if H > 0.0:
+                cand = ci - g / H
+                ok = (cand > la and cand < ha) or abs(cand - ci) <= scale
+            c_new = cand if ok else 0.5 * (la + ha)
+        moving = abs(c_new - ci) > scale
+        ci = c_new
+        if not moving:
+            break
+    return ci
+
+
+@njit
 def _gate_newton_rows(mean_t, var_t, c, lo, hi, n_rounds, tol):
     """Safeguarded Newton on h'(c) = 0, one row at a time (K >= 2).
 
@@ -702,47 +745,10 @@ def _gate_newton_rows(mean_t, var_t, c, lo, hi, n_rounds, tol):
     reference ``method="newton_numpy"`` in
     ``tests/test_experts_bounds.py::test_gate_newton_kernel_matches_numpy``.
     """
-    n, K = mean_t.shape
+    n = mean_t.shape[0]
     out = np.empty(n)
     for i in range(n):
-        ci, la, ha = c[i], lo[i], hi[i]
-        for _ in range(n_rounds):
-            g = 1.0 - 0.5 * K
-            H = 0.0
-            for j in range(K):
-                diff = ci - mean_t[i, j]
-                d = np.sqrt(var_t[i, j] + diff * diff)
-                if d < 1e-2:
-                    d2 = d * d
-                    lam = 0.125 - d2 / 96.0
-                    lpx = -1.0 / 48.0 + d2 / 240.0
-                else:
-                    e = np.exp(-d)
-                    one_p = 1.0 + e
-                    th = (1.0 - e) / one_p
-                    lam = th / (4.0 * d)
-                    lpx = (2.0 * d * e / (one_p * one_p) - th) / (4.0 * d * d * d)
-                g += 2.0 * lam * diff
-                H += 2.0 * (lam + lpx * diff * diff)
-            if g < 0.0:
-                la = ci
-            elif g > 0.0:
-                ha = ci
-            scale = tol * (1.0 + abs(ci))
-            if g == 0.0:
-                c_new = ci
-            else:
-                ok = False
-                cand = ci
-                if H > 0.0:
-                    cand = ci - g / H
-                    ok = (cand > la and cand < ha) or abs(cand - ci) <= scale
-                c_new = cand if ok else 0.5 * (la + ha)
-            moving = abs(c_new - ci) > scale
-            ci = c_new
-            if not moving:
-                break
-        out[i] = ci
+        out[i] = _gate_newton_row(mean_t[i], var_t[i], c[i], lo[i], hi[i], n_rounds, tol)
     return out
 
 
@@ -934,7 +940,7 @@ def likelihood_pieces_from_moments(y, mean_b, second_b, mean_e, second_e, phi=No
     _reference : bool, default=False
         Private, for tests: with every auxiliary optimal (all None, K >= 2)
         the pieces come from the fused Numba kernel
-        :func:`_likelihood_rows`; True computes them with the NumPy
+        :func:`_moment_rows`; True computes them with the NumPy
         functions of this module instead, the reference the kernel is
         checked against in
         ``tests/test_experts_bounds.py::test_fused_likelihood_kernel_matches_numpy``.
@@ -976,23 +982,22 @@ def likelihood_pieces_from_moments(y, mean_b, second_b, mean_e, second_e, phi=No
 
 def _optimal_likelihood_pieces(y, mean_b, second_b, mean_e, second_e, n_rounds, tol,
                                c_init):
-    """:func:`likelihood_pieces_from_moments` at optimal auxiliaries, K >= 2, fused."""
-    mean_t, var_t = _gate_moments(mean_e, second_e)
-    n, K = mean_t.shape
-    lo = mean_t.min(axis=1) - 1.0
-    hi = (mean_t.max(axis=1) + 1.0
-          + np.log(4.0 * K) + np.sqrt(K * var_t.max(axis=1)))
-    if c_init is None:
-        c0 = 2.0 - 4.0 / K + mean_t.mean(axis=1)
-    else:
-        c0 = np.broadcast_to(np.asarray(c_init, dtype=np.float64), (n,))
-    c = _gate_newton_rows(np.ascontiguousarray(mean_t), np.ascontiguousarray(var_t),
-                          np.clip(c0, lo, hi), lo, hi, int(n_rounds), float(tol))
+    """:func:`likelihood_pieces_from_moments` at optimal auxiliaries, K >= 2, fused
+    (:func:`_moment_rows`: gate bracket, Newton and pieces in one pass)."""
+    mean_e = np.asarray(mean_e, dtype=np.float64)
+    second_e = np.asarray(second_e, dtype=np.float64)
+    if mean_e.ndim != 2 or mean_e.shape != second_e.shape:
+        raise ValueError("mean_t and second_t must have the same shape (n, K); got "
+                         f"{mean_e.shape} and {second_e.shape}.")
+    n = mean_e.shape[0]
+    use_c0 = c_init is not None
+    c0 = (np.ascontiguousarray(np.broadcast_to(np.asarray(c_init, dtype=np.float64),
+                                               (n,))) if use_c0 else np.zeros(1))
     sign = 2.0 * np.asarray(y, dtype=np.float64) - 1.0
-    phi, xi, d, terms = _likelihood_rows(
-        sign, np.ascontiguousarray(mean_b, dtype=np.float64),
-        np.ascontiguousarray(second_b, dtype=np.float64),
-        np.ascontiguousarray(mean_t), np.ascontiguousarray(var_t), c)
+    phi, xi, c, d, terms = _moment_rows(
+        sign, *(np.ascontiguousarray(v, dtype=np.float64)
+                for v in (mean_b, second_b, mean_e, second_e)),
+        c0, use_c0, int(n_rounds), float(tol))
     return terms[0], terms[1], terms[2], phi, phi, xi, c, d
 
 
@@ -1004,52 +1009,133 @@ def _log_expit(x):
 
 
 @njit
-def _likelihood_rows(sign, mean_b, second_b, mean_e, var_e, c):
-    """Optimal xi, d and phi and the three pieces of the likelihood bound, per row.
+def _likelihood_row(sign_i, mean_b, second_b, mean_e, var_e, ci, phi, xi, d, a):
+    """Optimal xi, d and phi and the three pieces of the likelihood bound, one row.
 
     With the optimal auxiliaries the [JJ] quadratic terms vanish (xi^2 =
-    E[t^2], d^2 = E[(t - c)^2]): expert_nk = log sigmoid(xi_nk) +
-    ((2y_n - 1) E[t_nk] - xi_nk)/2, the gate bound is c_n + sum_j
-    [log(1 + e^{-d_nj}) + (E[eta_j^T x_n] - c_n + d_nj)/2], and phi_n is the
-    softmax of expert_n + E[eta^T x_n]. One pass over the rows, no (n, K)
-    temporaries. Checked against the NumPy functions of this module in
-    ``tests/test_experts_bounds.py::test_fused_likelihood_kernel_matches_numpy``.
-    """
-    n, K = mean_b.shape
-    phi = np.empty((n, K))
-    xi = np.empty((n, K))
-    d = np.empty((n, K))
-    a = np.empty(K)
+    E[t^2], d^2 = E[(t - c)^2]): expert_k = log sigmoid(xi_k) +
+    ((2y - 1) E[t_k] - xi_k)/2, the gate bound is c + sum_j
+    [log(1 + e^{-d_j}) + (E[eta_j^T x] - c + d_j)/2], and phi is the
+    softmax of expert + E[eta^T x]. Fills phi, xi, d (K,); returns (expert
+    term, gate term, entropy) of the row; ``a`` is a (K,) buffer. Checked
+    against the NumPy functions of this module in
+    ``tests/test_experts_bounds.py::test_fused_likelihood_kernel_matches_numpy``."""
+    K = mean_b.shape[0]
+    lse = ci
+    top = -np.inf
+    for k in range(K):
+        x = np.sqrt(max(second_b[k], 0.0))
+        xi[k] = x
+        expert = _log_expit(x) + 0.5 * (sign_i * mean_b[k] - x)
+        diff = mean_e[k] - ci
+        dk = np.sqrt(var_e[k] + diff * diff)
+        d[k] = dk
+        lse += np.log1p(np.exp(-dk)) + 0.5 * (diff + dk)
+        a[k] = expert + mean_e[k]
+        if a[k] > top:
+            top = a[k]
+    total = 0.0
+    for k in range(K):
+        phi[k] = np.exp(a[k] - top)
+        total += phi[k]
     e_term = 0.0
     g_term = 0.0
-    h_term = 0.0
+    # entropy: log phi_k = a_k - top - log(total), one log per row
+    h_term = np.log(total)
+    for k in range(K):
+        pk = phi[k] / total
+        phi[k] = pk
+        if pk > 0.0:
+            e_term += pk * (a[k] - mean_e[k])
+            g_term += pk * mean_e[k]
+            h_term -= pk * (a[k] - top)
+    return e_term, g_term - lse, max(h_term, 0.0)
+
+
+@njit
+def _optimal_row(sign_i, mean_b, second_b, mean_e, var_e, c0_i, use_c0, n_rounds, tol,
+                 phi, xi, d, a, terms):
+    """One row of :func:`_optimal_likelihood_pieces` from its moments (K,) each.
+
+    Bracket [lo, hi] and start of the gate parameter c as in
+    :func:`optimal_gate_auxiliaries` (``c0_i`` when ``use_c0``, else
+    2 - 4 / K + mean_k E[eta_k^T x]), :func:`_gate_newton_row`, then
+    :func:`_likelihood_row`, whose (expert, gate, entropy) terms are added to
+    ``terms`` (3,). Returns c.
+    """
+    K = mean_e.shape[0]
+    lo = np.inf
+    hi = -np.inf
+    vmax = -np.inf
+    msum = 0.0
+    for k in range(K):
+        lo = min(lo, mean_e[k])
+        hi = max(hi, mean_e[k])
+        vmax = max(vmax, var_e[k])
+        msum += mean_e[k]
+    lo = lo - 1.0
+    hi = hi + 1.0 + np.log(4.0 * K) + np.sqrt(K * vmax)
+    ci = c0_i if use_c0 else 2.0 - 4.0 / K + msum / K
+    ci = _gate_newton_row(mean_e, var_e, min(max(ci, lo), hi), lo, hi, n_rounds, tol)
+    e, g, h = _likelihood_row(sign_i, mean_b, second_b, mean_e, var_e, ci, phi, xi, d, a)
+    terms[0] += e
+    terms[1] += g
+    terms[2] += h
+    return ci
+
+
+@njit
+def _row_outputs(n, K):
+    """Outputs phi, xi, d (n, K), c (n,), buffers a, var_e (K,) and terms (3,)."""
+    return (np.empty((n, K)), np.empty((n, K)), np.empty((n, K)), np.empty(n),
+            np.empty(K), np.empty(K), np.zeros(3))
+
+
+@njit
+def _moment_rows(sign, mean_b, second_b, mean_e, second_e, c0, use_c0, n_rounds, tol):
+    """:func:`_optimal_likelihood_pieces` in one pass over the rows (K >= 2).
+
+    ``mean_*``, ``second_*`` (n, K) are the projection moments; the gate
+    variances are max(second - mean^2, 0) as in :func:`_gate_moments`.
+    Returns (phi, xi, c, d, (expert, gate, entropy terms)).
+    """
+    n, K = mean_b.shape
+    phi, xi, d, c, a, var_e, terms = _row_outputs(n, K)
     for i in range(n):
-        lse = c[i]
-        top = -np.inf
         for k in range(K):
-            x = np.sqrt(max(second_b[i, k], 0.0))
-            xi[i, k] = x
-            expert = _log_expit(x) + 0.5 * (sign[i] * mean_b[i, k] - x)
-            diff = mean_e[i, k] - c[i]
-            dk = np.sqrt(var_e[i, k] + diff * diff)
-            d[i, k] = dk
-            lse += np.log1p(np.exp(-dk)) + 0.5 * (diff + dk)
-            a[k] = expert + mean_e[i, k]
-            if a[k] > top:
-                top = a[k]
-        total = 0.0
+            var_e[k] = max(second_e[i, k] - mean_e[i, k] * mean_e[i, k], 0.0)
+        c[i] = _optimal_row(sign[i], mean_b[i], second_b[i], mean_e[i], var_e,
+                            c0[i] if use_c0 else 0.0, use_c0, n_rounds, tol, phi[i],
+                            xi[i], d[i], a, terms)
+    return phi, xi, c, d, (terms[0], terms[1], terms[2])
+
+
+@njit
+def _objective_rows(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, tol):
+    """:func:`_moment_rows` of a vMF x Gamma q from the projections.
+
+    ``t_b``, ``t_e`` (n, K) are mu_k^T x_n of the experts and gates, ``coef_*``
+    (3, K) the coefficients (E g A, E g^2 A / kappa, E g^2 (1 - p A / kappa))
+    of :func:`projection_moments`: per row the moments E[a^T x] = c1 t and
+    E[(a^T x)^2] = c2 ||x||^2 + c3 t^2 are formed in (K,) buffers (no (n, K)
+    temporaries), then :func:`_optimal_row`. Returns (phi, xi, c, d, terms).
+    """
+    n, K = t_b.shape
+    phi, xi, d, c, a, var_e, terms = _row_outputs(n, K)
+    mean_b, second_b, mean_e = np.empty(K), np.empty(K), np.empty(K)
+    for i in range(n):
         for k in range(K):
-            phi[i, k] = np.exp(a[k] - top)
-            total += phi[i, k]
-        for k in range(K):
-            pk = phi[i, k] / total
-            phi[i, k] = pk
-            if pk > 0.0:
-                e_term += pk * (a[k] - mean_e[i, k])
-                g_term += pk * mean_e[i, k]
-                h_term -= pk * np.log(pk)
-        g_term -= lse
-    return phi, xi, d, (e_term, g_term, h_term)
+            tb = t_b[i, k]
+            mean_b[k] = coef_b[0, k] * tb
+            second_b[k] = coef_b[1, k] * sq[i] + coef_b[2, k] * (tb * tb)
+            te = t_e[i, k]
+            m = coef_e[0, k] * te
+            mean_e[k] = m
+            var_e[k] = max(coef_e[1, k] * sq[i] + coef_e[2, k] * (te * te) - m * m, 0.0)
+        c[i] = _optimal_row(sign[i], mean_b, second_b, mean_e, var_e,
+                            c0[i] if use_c0 else 0.0, use_c0, n_rounds, tol, phi[i],
+                            xi[i], d[i], a, terms)
+    return phi, xi, c, d, (terms[0], terms[1], terms[2])
 
 
 def likelihood_bound(X, y, beta, eta, phi=None, *, xi=None, c=None, d=None,

@@ -95,11 +95,12 @@ from ._ascent import (
     set_prior,
 )
 from ._bounds import (
+    _LAM_SMALL,
     VMFGammaParams,
+    _objective_rows,
     _check_X,
     _check_y,
     gamma_kl,
-    jj_lambda,
     likelihood_bound,
     likelihood_pieces_from_moments,
     mabn_expected_log_prior_lower_bound,
@@ -123,6 +124,9 @@ __all__ = [
 _INIT_SHAPE = 5.0
 # Gamma shape of the q(g) built from given vectors (params_from_vectors)
 _WARM_SHAPE = 5.0
+# controls of the gate solver (the defaults of likelihood_pieces_from_moments)
+_GATE_ROUNDS = 50
+_GATE_TOL = 1e-10
 # over-relaxation factors of the outer iterations (adaptive, [SR])
 _MIN_OMEGA = 2.0
 _MAX_OMEGA = 16.0
@@ -388,6 +392,30 @@ _STATS_MAX_ENTRIES = 20_000_000
 _STATS_MAX_ROW_NNZ = 256
 
 
+@njit
+def _fixed_aux_weights(sign, phi, xi, c, d):
+    """The weights G_M, G_V of :class:`_FixedAuxLikelihood`, experts then gates (n, 2K).
+
+    experts: G_M = phi (2y - 1)/2, G_V = -phi lam(xi); gates: G_M = phi - 1/2
+    + 2 c lam(d), G_V = -lam(d), lam of :func:`~skbinvi.experts._bounds.jj_lambda`
+    (tanh(|x|/2) / (4 |x|), 1/8 at |x| <= 1e-8), in one pass over the rows.
+    """
+    n, K = phi.shape
+    g_mean = np.empty((n, 2 * K))
+    g_second = np.empty((n, 2 * K))
+    for i in range(n):
+        for k in range(K):
+            x = abs(xi[i, k])
+            lam_x = np.tanh(0.5 * x) / (4.0 * x) if x > _LAM_SMALL else 0.125
+            x = abs(d[i, k])
+            lam_d = np.tanh(0.5 * x) / (4.0 * x) if x > _LAM_SMALL else 0.125
+            g_mean[i, k] = 0.5 * phi[i, k] * sign[i]
+            g_second[i, k] = -phi[i, k] * lam_x
+            g_mean[i, K + k] = phi[i, k] - 0.5 + 2.0 * c[i] * lam_d
+            g_second[i, K + k] = -lam_d
+    return g_mean, g_second
+
+
 class _FixedAuxLikelihood:
     """L_lik at fixed auxiliaries (phi, xi, c, d), up to a constant [D].
 
@@ -411,19 +439,21 @@ class _FixedAuxLikelihood:
 
     def __init__(self, X, y, sq, aux, use_statistics):
         phi, xi, c, d = aux
-        lam_xi = jj_lambda(xi)
-        lam_d = jj_lambda(d)
-        sign = (2.0 * y - 1.0)[:, None]
-        self.weights = ((0.5 * phi * sign, -phi * lam_xi),
-                        (phi - 0.5 + 2.0 * c[:, None] * lam_d, -lam_d))
+        K = phi.shape[1]
+        g_mean, g_second = _fixed_aux_weights(2.0 * y - 1.0, phi, xi, c, d)
+        # columns: experts then gates; g_second side by side, (n, 2K)
+        self.weights = ((g_mean[:, :K], g_second[:, :K]),
+                        (g_mean[:, K:], g_second[:, K:]))
         self.X, self.sq = X, sq
         self.use_statistics = use_statistics
         if use_statistics:
+            # both sets' Q in one pass over the pairs of non-zeros (weights (n, 2K))
+            Q = _weighted_gram(X, g_second)
             self.stats = []
-            for g_mean, g_second in self.weights:
+            for j, (g_mean, g_second) in enumerate(self.weights):
                 b = np.asarray(X.T @ g_mean).T
                 self.stats.append((np.ascontiguousarray(b), sq @ g_second,
-                                   _weighted_gram(X, g_second)))
+                                   Q[j * K:(j + 1) * K]))
 
     def value(self, which, params):
         """L restricted to set ``which`` (0 experts, 1 gates), up to a constant.
@@ -562,16 +592,26 @@ def objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams, c_init=None):
     (value in nats, total over the rows; aux).
     """
     pts = (_point(beta), _point(eta))
-    moments = []
+    projections, coefs = [], []
     for pt in pts:
         a, aok, omega = pt.bessel()[:3]
         eg, eg2, _ = pt.gamma(cfg.alpha1, cfg.alpha2)
-        t = np.asarray(X @ pt.mu.T)
-        moments += [(eg * a) * t, (eg2 * aok) * sq[:, None] + (eg2 * omega) * (t * t)]
+        projections.append(np.ascontiguousarray(X @ pt.mu.T, dtype=np.float64))
+        coefs.append(np.array([eg * a, eg2 * aok, eg2 * omega], dtype=np.float64))
     if c_init is not None and np.shape(c_init) != (X.shape[0],):
         c_init = None
-    e, g, h, phi, _, xi, c, d = likelihood_pieces_from_moments(y, *moments,
-                                                               c_init=c_init)
+    if beta.mu.shape[0] >= 2:
+        # one pass over the rows: moments, gate Newton and pieces fused
+        phi, xi, c, d, (e, g, h) = _objective_rows(
+            2.0 * y - 1.0, sq, *projections, *coefs,
+            np.zeros(1) if c_init is None else np.ascontiguousarray(c_init, dtype=float),
+            c_init is not None, _GATE_ROUNDS, _GATE_TOL)
+    else:
+        moments = []
+        for t, (c1, c2, c3) in zip(projections, coefs, strict=True):
+            moments += [c1 * t, c2 * sq[:, None] + c3 * (t * t)]
+        e, g, h, phi, _, xi, c, d = likelihood_pieces_from_moments(y, *moments,
+                                                                   c_init=c_init)
     value = (e + g + h + set_prior(pts[0], cfg, consts, lams[0])
              + set_prior(pts[1], cfg, consts, lams[1]))
     return float(value), (phi, xi, c, d)
@@ -791,6 +831,13 @@ def _rowwise_quadratic_forms(X, S):
     return np.stack([np.einsum("np,np->n", X @ Sk, X) for Sk in S], axis=1)
 
 
+def _both_quadratic_forms(X, covs):
+    """[x_n^T S_k x_n for the experts, the same for the gates], one pass over X."""
+    K = covs[0].shape[0]
+    qf = _rowwise_quadratic_forms(X, np.concatenate(covs))
+    return [qf[:, :K], qf[:, K:]]
+
+
 @dataclass
 class GaussianFitResult:
     """Result of :func:`fit_gaussian_variational` (BMEM-G).
@@ -943,7 +990,7 @@ def gaussian_objective_and_aux(X, y, state, sigma, c_init=None, qf=None):
     if c_init is not None and np.shape(c_init) != (X.shape[0],):
         c_init = None
     if qf is None:
-        qf = [_rowwise_quadratic_forms(X, cov) for cov in state.covs]
+        qf = _both_quadratic_forms(X, state.covs)
     moments = []
     for mean, q in zip(state.means, qf, strict=True):
         m = np.asarray(X @ mean.T)
@@ -1006,7 +1053,7 @@ def gaussian_iteration(X, y, sq, state, sigma):
         state.covs[j] = np.matmul(np.swapaxes(inv_chol, 1, 2), inv_chol)
         state.means[j] = np.matmul(state.covs[j], b[:, :, None])[:, :, 0]
     # the quadratic forms depend on the covariances only: shared by both evaluations
-    qf = [_rowwise_quadratic_forms(X, cov) for cov in state.covs]
+    qf = _both_quadratic_forms(X, state.covs)
     value = gaussian_objective_and_aux(X, y, state, sigma, c_init=state.aux[2], qf=qf)
     # over-relaxation of the means [SR] (the covariances keep their update)
     if state.omega > 1.0:
