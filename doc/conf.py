@@ -104,6 +104,7 @@ SKLEARN_URL = "https://scikit-learn.org/stable/"
 # Labels of scikit-learn's own documentation used in inherited docstrings.
 SKLEARN_REFS = {
     "metadata_routing": "metadata_routing.html",
+    "accuracy_score": "modules/model_evaluation.html#accuracy-score",
     "df_output_transform": "modules/df_output_transform.html",
     "sphx_glr_auto_examples_miscellaneous_plot_set_output.py": (
         "auto_examples/miscellaneous/plot_set_output.html"

@@ -52,6 +52,7 @@ _RELATIONAL_XFAIL = {
         "check_readonly_memmap_input", "check_classifiers_classes",
         "check_classifiers_train", "check_decision_proba_consistency",
         "check_fit_idempotent", "check_fit_check_is_fitted", "check_n_features_in",
+        "check_estimators_partial_fit_n_features",
     ], _NOT_IDS),
     "check_classifier_data_not_an_array": (
         "its random integer pairs include self-pairs (i, i), which the model "

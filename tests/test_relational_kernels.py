@@ -93,7 +93,8 @@ def _mcvi(P, uniforms, logit_rho=None):
         logit_rho = np.log(P["rho"] / (1 - P["rho"]))
     out = np.empty((N, D))
     _kernels.mcvi_mean_deltas(
-        *_args(P), P["x"], P["q"], logit_rho, P["b"], P["W"], P["diag"], uniforms, out
+        *_args(P), P["x"], P["q"], logit_rho, P["b"], P["W"], P["diag"], uniforms,
+        _kernels.NO_WEIGHT, _kernels.NO_WEIGHT, out,
     )
     return out
 
@@ -336,6 +337,7 @@ def test_mc_weight_rhs_and_the_em_w_step_on_the_true_elbo(diag):
         P["W"],
         diag,
         np.random.default_rng(1).random((20000, N, D)),
+        _kernels.NO_WEIGHT,
         out0,
         outW,
     )
@@ -542,7 +544,8 @@ def test_monte_carlo_kernels_do_not_depend_on_the_number_of_threads():
             )
             out0, outW = np.empty(2), np.empty((2, D, D))
             _kernels.mc_weight_rhs(
-                *_args(P), P["x"], P["q"], P["b"], P["W"], False, uniforms, out0, outW
+                *_args(P), P["x"], P["q"], P["b"], P["W"], False, uniforms,
+                _kernels.NO_WEIGHT, out0, outW,
             )
             results.append((_mcvi(P, uniforms, 0.2), grad, out0, outW))
     finally:

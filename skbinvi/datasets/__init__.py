@@ -3,7 +3,7 @@
 from ._adult import load_adult
 from ._kinships import load_kinships
 from ._mnist import load_binary_mnist, make_multi_mnist
-from ._relational_generator import make_relational
+from ._relational_generator import make_relational, make_sparse_relational
 from ._reuters import load_reuters
 from ._samples_generator import make_noisy_or, make_noisy_or_patterns
 
@@ -16,4 +16,5 @@ __all__ = [
     "make_noisy_or",
     "make_noisy_or_patterns",
     "make_relational",
+    "make_sparse_relational",
 ]

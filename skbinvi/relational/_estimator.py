@@ -47,6 +47,49 @@ class _Pairs:
         return self._incidence
 
 
+class _PairStore:
+    """Training pairs indexed by sender and by receiver, for stochastic steps.
+
+    With ``nonlinks`` only the links are kept (the other pairs are
+    non-links), with their sorted codes for membership tests. A pair listed
+    twice keeps its last label. Memory O(pairs kept + N).
+    """
+
+    @classmethod
+    def build(cls, triples, x, N, R, nonlinks, previous=None):
+        snd, rcv, rel = triples[:, 0], triples[:, 1], triples[:, 2]
+        if previous is not None:
+            snd = np.concatenate([previous.snd, snd])
+            rcv = np.concatenate([previous.rcv, rcv])
+            rel = np.concatenate([previous.rel, rel])
+            x = np.concatenate([previous.x, x])
+        code = (snd * np.int64(N) + rcv) * np.int64(R) + rel
+        # the last occurrence of every code
+        _, last = np.unique(code[::-1], return_index=True)
+        keep = np.sort(code.size - 1 - last)
+        if nonlinks:
+            keep = keep[x[keep] > 0.5]
+        self = cls()
+        self.snd = np.ascontiguousarray(snd[keep])
+        self.rcv = np.ascontiguousarray(rcv[keep])
+        self.rel = np.ascontiguousarray(rel[keep])
+        self.x = np.ascontiguousarray(x[keep], dtype=np.float64)
+        self.n_entities, self.n_relations, self.nonlinks = N, R, nonlinks
+        self.keys = _kernels.link_keys(self.snd, self.rcv, self.rel, N, R)
+        self.out_deg = np.bincount(self.snd, minlength=N)
+        self.in_deg = np.bincount(self.rcv, minlength=N)
+        self.out_ptr = np.concatenate([[0], np.cumsum(self.out_deg)]).astype(np.int64)
+        self.in_ptr = np.concatenate([[0], np.cumsum(self.in_deg)]).astype(np.int64)
+        self.out_order = np.argsort(self.snd, kind="stable").astype(np.int64)
+        self.in_order = np.argsort(self.rcv, kind="stable").astype(np.int64)
+        self.source = triples
+        return self
+
+    @property
+    def n_rows(self):
+        return self.x.size
+
+
 class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational):
     r"""Latent feature relational model: link prediction with binary features.
 
@@ -157,9 +200,34 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         sparser than the distinct ids seen: remap them with
         ``np.unique(..., return_inverse=True)``), and ids beyond it in
         prediction are entities never seen, which get the prior.
+    unlisted_pairs : {"unobserved", "nonlinks"}, default="unobserved"
+        What the pairs that X does not list are. "unobserved": missing data,
+        they do not enter the model (cross-validation holds pairs out this
+        way). "nonlinks": a complete network given by its links: every
+        triple (i, j, r), i != j, of ``n_entities_`` entities and
+        ``n_relations_`` relations that X does not list as a link is a
+        non-link. X may then list the links only (y all 1), and training is
+        stochastic (below): memory O(links + N D), never O(N^2).
+    batch_size : int, "auto" or None, default="auto"
+        Entities per stochastic step ("mcvi" only). Each iteration (epoch)
+        visits every entity once, in random minibatches; a visited entity's
+        logits take a natural-gradient step towards the Monte Carlo
+        estimate of their coordinate optimum from all its listed pairs, plus
+        ``n_nonlink_samples`` non-links per role sampled uniformly and
+        weighted by the inverse sampling probability ("nonlinks"; Gopalan et
+        al. [5]_), with step size :math:`(n_i + \text{learning\_offset})^{
+        -\text{learning\_decay}}` for the entity's n_i-th visit; the weights
+        solve the EM weight step on running averages (same schedule, per
+        step) of unbiased estimates of its statistics from the minibatch's
+        pairs. None: full sweeps over the listed pairs (every entity and
+        the weights once per iteration). "auto": None for "unobserved",
+        ``min(1000, n_entities_)`` for "nonlinks".
+    n_nonlink_samples : int, default=20
+        "nonlinks": non-links sampled per entity and role (sender, receiver)
+        in a stochastic step.
     max_iter : int, default=300
         Maximum number of iterations (one update of every q_id, one weight
-        step).
+        step; an epoch of stochastic steps).
     tol : float >= 0, default=1e-4
         Stop when the true ELBO (nats per pair) has not improved on its best
         by more than ``tol`` for ``n_iter_no_change`` consecutive iterations.
@@ -188,15 +256,19 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     ----------
     latent_features_ : ndarray of shape (``n_entities_``, n_components)
         Posterior probabilities q(z_id = 1), float64.
-    weights_ : ndarray of shape (n_relations_, D, D) or (n_relations_, D)
+    weights_ : ndarray of shape (``n_relations_``, D, D) or (``n_relations_``, D)
         W_r for ``weights="full"``; the diagonals w_r for "diagonal".
-    intercept_ : ndarray of shape (n_relations_,)
+    intercept_ : ndarray of shape (``n_relations_``,)
         Biases b_r.
     classes_ : ndarray of shape (2,)
         The two labels of y; ``classes_[1]`` means "linked".
     elbo_ : float
-        True ELBO of the training pairs at the end, nats per pair.
-    elbo_history_ : ndarray of shape (n_iter_,)
+        True ELBO of the training pairs at the end, nats per pair (per row of
+        X). With ``unlisted_pairs="nonlinks"`` the ELBO of the complete
+        network, estimated on a fixed sample of 20,000 links and 20,000
+        non-links (inverse-probability weights, common random numbers),
+        divided by the number of listed links.
+    elbo_history_ : ndarray of shape (``n_iter_``,)
         True ELBO after every iteration, nats per pair (common random
         numbers, the same objective for every inference method), without
         the ridge penalty.
@@ -204,7 +276,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         Number of iterations of the kept run.
     converged_ : bool
         Whether the ``tol`` rule was met before ``max_iter``.
-    validation_scores_ : ndarray of shape (n_iter_,) or None
+    validation_scores_ : ndarray of shape (``n_iter_``,) or None
         Held-out ELBO per iteration with ``early_stopping``.
     best_validation_score_ : float or None
         Best of ``validation_scores_``.
@@ -243,6 +315,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
        Gradients for Black-Box Variational Inference", ICML 2021.
     .. [4] J. Albert, S. Chib, "Bayesian analysis of binary and polychotomous
        response data", JASA 88, 1993.
+    .. [5] P. Gopalan, D. Mimno, S. Gerrish, M. Freedman, D. Blei, "Scalable
+       inference of overlapping communities", NIPS 2012.
 
     Examples
     --------
@@ -270,6 +344,13 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         "learning_decay": [Interval(Real, 0.5, 1, closed="right")],
         "n_elbo_samples": [Interval(Integral, 1, None, closed="left")],
         "n_entities": [None, Interval(Integral, 2, None, closed="left")],
+        "unlisted_pairs": [StrOptions({"unobserved", "nonlinks"})],
+        "batch_size": [
+            None,
+            StrOptions({"auto"}),
+            Interval(Integral, 1, None, closed="left"),
+        ],
+        "n_nonlink_samples": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(
@@ -286,6 +367,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         learning_decay=0.55,
         n_elbo_samples=32,
         n_entities=None,
+        unlisted_pairs="unobserved",
+        batch_size="auto",
+        n_nonlink_samples=20,
         max_iter=300,
         tol=1e-4,
         n_iter_no_change=10,
@@ -307,6 +391,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         self.learning_decay = learning_decay
         self.n_elbo_samples = n_elbo_samples
         self.n_entities = n_entities
+        self.unlisted_pairs = unlisted_pairs
+        self.batch_size = batch_size
+        self.n_nonlink_samples = n_nonlink_samples
         self.max_iter = max_iter
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
@@ -318,19 +405,38 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         self.verbose = verbose
 
     # ------------------------------------------------------------------ input
-    def _check_pairs(self, X, *, reset, y=None):
-        """Validate X (and y); return (P, 3) int64 triples (and the 0/1 links)."""
+    def _check_pairs(self, X, *, reset, y=None, classes=None):
+        """Validate X (and y); return (P, 3) int64 triples (and the 0/1 links).
+
+        ``classes`` (partial_fit): the two labels, when y may show only one.
+        """
         if y is None:
             X = validate_data(self, X, reset=reset, dtype="numeric")
         else:
             X, y = validate_data(self, X, y, reset=reset, dtype="numeric")
             y_type = type_of_target(y, input_name="y", raise_unknown=True)
-            if y_type != "binary":
+            given = classes
+            classes = np.unique(y)
+            links_only = (
+                self.unlisted_pairs == "nonlinks"
+                and classes.size == 1
+                and y_type in ("binary", "multiclass")
+                and classes[0] in (1, True)
+            )
+            if given is not None:
+                if not np.isin(classes, given).all():
+                    raise ValueError(
+                        f"y has labels {classes!r} outside classes={given!r}."
+                    )
+                classes = given
+            elif links_only:
+                # only links listed: the unlisted pairs are the non-links
+                classes = np.array([0, 1], dtype=y.dtype)
+            elif y_type != "binary":
                 raise ValueError(
                     "Only binary classification is supported (link or no link). The "
                     f"type of the target is {y_type}."
                 )
-            classes = np.unique(y)
             if classes.size != 2:
                 raise ValueError(
                     "y holds one class only; link prediction needs pairs of both "
@@ -454,18 +560,11 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
                 f"{type(self).__name__} requires y to be passed, but the target y "
                 "is None."
             )
-        if self.inference == "cavi" and self.weights == "full":
-            raise ValueError(
-                "inference='cavi' supports weights='diagonal' only; use "
-                "inference='mcvi' (or 'score') for full weight matrices."
-            )
+        self._check_modes()
+        self._partial = False
         warm = self.warm_start and self._is_initialized()
         triples, x = self._check_pairs(X, reset=not warm, y=y)
-        if self.n_entities is not None:
-            n_entities = self.n_entities
-        else:
-            n_entities = self._check_id_density(triples[:, :2], "Entity", ":2")
-        n_relations = self._check_id_density(triples[:, 2], "Relation", "2")
+        n_entities, n_relations = self._sizes(triples)
         D = self.n_components
         if warm:
             if self._logits.shape[1] != D:
@@ -475,24 +574,161 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
                 )
             n_entities = max(n_entities, self.n_entities_)
             n_relations = max(n_relations, self.n_relations_)
-            extra = n_entities - self._logits.shape[0]
-            if extra > 0:  # new entities start at the prior
-                self._logits = np.vstack(
-                    [self._logits, np.full((extra, D), logit(self.feature_prior))]
-                )
-            extra = n_relations - self._b.size
-            if extra > 0:  # new relations start with no weight
-                self._b = np.concatenate([self._b, np.full(extra, ndtri(x.mean()))])
-                self._W = np.concatenate([self._W, np.zeros((extra, D, D))])
+            self._grow(n_entities, n_relations, x)
         else:
-            seed_rng = np.random.RandomState(
-                self.random_state if isinstance(self.random_state, Integral) else None
-            )
-            self._elbo_seed = int(seed_rng.randint(2**31 - 1))
+            self._new_elbo_seed()
         self.n_entities_ = n_entities
         self.n_relations_ = n_relations
         self._cache = {}
+        self._store = None
         return self._fit_loop(triples, x)
+
+    def _sizes(self, triples):
+        """(number of entities, number of relations) of validated triples."""
+        if self.n_entities is not None:
+            n_entities = self.n_entities
+        else:
+            n_entities = self._check_id_density(triples[:, :2], "Entity", ":2")
+        return n_entities, self._check_id_density(triples[:, 2], "Relation", "2")
+
+    def _new_elbo_seed(self):
+        """The seed of the ELBO's common random numbers, drawn once per model."""
+        seed_rng = np.random.RandomState(
+            self.random_state if isinstance(self.random_state, Integral) else None
+        )
+        self._elbo_seed = int(seed_rng.randint(2**31 - 1))
+
+    def _check_modes(self):
+        """Refuse combinations of parameters that have no algorithm."""
+        if self.inference == "cavi" and self.weights == "full":
+            raise ValueError(
+                "inference='cavi' supports weights='diagonal' only; use "
+                "inference='mcvi' (or 'score') for full weight matrices."
+            )
+        stochastic = self.unlisted_pairs == "nonlinks" or isinstance(
+            self.batch_size, Integral
+        )
+        if stochastic and self.inference != "mcvi":
+            raise ValueError(
+                "Stochastic training (unlisted_pairs='nonlinks' or an integer "
+                f"batch_size) needs inference='mcvi'; got {self.inference!r}."
+            )
+        if self.unlisted_pairs == "nonlinks" and self.early_stopping:
+            raise ValueError(
+                "early_stopping=True holds listed pairs out, which "
+                "unlisted_pairs='nonlinks' would count as non-links; hold out "
+                "links yourself and use elbo(X, y) or predict_proba on them."
+            )
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y, classes=None):
+        """Train on a chunk of pairs: one stochastic step per entity in it.
+
+        The chunk's pairs join the pairs seen so far (a pair listed again
+        takes its new label); every entity of the chunk then takes a
+        stochastic step ("mcvi", as with an integer ``batch_size``, in
+        minibatches of ``batch_size`` entities, or all at once when
+        ``batch_size`` is None) from all its pairs seen so far, plus sampled
+        non-links when ``unlisted_pairs="nonlinks"``, and the weights a
+        step on the running averages of their statistics. So chunks of
+        pairs streamed from disk, or the blocks of
+        ``dask_ml.wrappers.Incremental``, train the model; repeated passes
+        over the chunks refine it. Chunks should be random samples of the
+        pairs (shuffle them): the weight step takes each chunk's entities as
+        a random sample of all entities. Entity and relation ids may grow
+        from chunk to chunk unless ``n_entities`` is set (new entities start
+        at the prior); memory is O(pairs seen + N D), O(links + N D) with
+        "nonlinks" (only links are kept).
+
+        ``max_iter``, ``tol``, ``n_init`` and ``early_stopping`` do not
+        apply; ``elbo_history_`` grows by one value per call (the ELBO of the
+        pairs seen so far, nats per pair, estimated as for ``elbo_`` with
+        "nonlinks").
+
+        Parameters
+        ----------
+        X : array-like of shape (n_pairs, 2) or (n_pairs, 3)
+            A chunk of pairs or triples, as in :meth:`fit`.
+        y : array-like of shape (n_pairs,)
+            Their links; with "nonlinks" it may hold links only (all 1).
+        classes : array-like of shape (2,) or None, default=None
+            The two labels of y (as for scikit-learn's incremental
+            classifiers); needed on the first call when its chunk holds one
+            class only and the pairs are not "nonlinks". Later calls may
+            omit it.
+
+        Returns
+        -------
+        self : object
+            The estimator.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`fit`; if ``inference`` is not "mcvi"; if y's classes
+            differ from those of earlier chunks.
+        """
+        self._check_modes()
+        if self.inference != "mcvi":
+            raise ValueError(
+                f"partial_fit needs inference='mcvi'; got {self.inference!r}."
+            )
+        if y is None:
+            raise ValueError("partial_fit(X, y) needs the links y of the pairs X.")
+        first = not self._is_initialized()
+        if classes is not None:
+            classes = np.unique(np.asarray(classes))
+            if classes.size != 2:
+                raise ValueError(
+                    f"classes must hold the two labels of y; got {classes!r}."
+                )
+            if not first and not np.array_equal(classes, self.classes_):
+                raise ValueError(
+                    f"classes={classes!r} differs from the classes of the first "
+                    f"call, {self.classes_!r}."
+                )
+        triples, x = self._check_pairs(X, reset=first, y=y, classes=classes)
+        N, R = self._sizes(triples)
+        if first:
+            self._new_elbo_seed()
+            self._store = None
+        else:
+            if not getattr(self, "_partial", False) or self._store is None:
+                raise ValueError(
+                    "partial_fit cannot continue a model trained by fit; clone it "
+                    "or start a new estimator."
+                )
+            N, R = max(N, self.n_entities_), max(R, self.n_relations_)
+            self._grow(N, R, x)
+        self.n_entities_, self.n_relations_ = N, R
+        self._partial = True
+        self._cache = {}
+        store = _PairStore.build(
+            triples, x, N, R, self.unlisted_pairs == "nonlinks", previous=self._store
+        )
+        store.source = triples
+        self._store = store
+        return self._partial_fit_iteration(triples, x)
+
+    def _grow(self, N, R, x):
+        """New entities (at the prior) and relations (no weight) of a warm start."""
+        D = self.n_components
+        extra = N - self._logits.shape[0]
+        if extra > 0:
+            self._logits = np.vstack(
+                [self._logits, np.full((extra, D), logit(self.feature_prior))]
+            )
+            if getattr(self, "_visits", None) is not None:
+                self._visits = np.concatenate(
+                    [self._visits, np.zeros(extra, dtype=np.int64)]
+                )
+        extra = R - self._b.size
+        if extra > 0:
+            rate = np.clip(x.mean(), 1e-3, 1 - 1e-3)
+            self._b = np.concatenate([self._b, np.full(extra, ndtri(rate))])
+            self._W = np.concatenate([self._W, np.zeros((extra, D, D))])
+            if getattr(self, "_stats", None) is not None:
+                self._stats = None  # the running statistics restart
 
     # ------------------------------------------------- hooks of the fit loop
     def _pairs(self, triples, x):
@@ -516,15 +752,53 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     def _diag(self):
         return self.weights == "diagonal"
 
-    def _initialize(self, X, y, rng):
-        pairs = self._pairs(X, y)
-        N, R, D = self.n_entities_, self.n_relations_, self.n_components
-        rate = np.bincount(pairs.rel, weights=pairs.x, minlength=R) / np.maximum(
-            np.bincount(pairs.rel, minlength=R), 1
+    @property
+    def _stochastic(self):
+        return (
+            self.unlisted_pairs == "nonlinks"
+            or isinstance(self.batch_size, Integral)
+            or getattr(self, "_partial", False)
         )
+
+    def _batch(self):
+        """Entities per stochastic step (None: all the step's entities at once)."""
+        if self.batch_size == "auto":
+            return min(1000, self.n_entities_)
+        return self.batch_size
+
+    def _get_store(self, X, y):
+        """The :class:`_PairStore` of the training rows X (built once per array)."""
+        store = getattr(self, "_store", None)
+        if self._partial or (store is not None and store.source is X):
+            return store
+        self._store = _PairStore.build(
+            X, y, self.n_entities_, self.n_relations_, self.unlisted_pairs == "nonlinks"
+        )
+        return self._store
+
+    def _initialize(self, X, y, rng):
+        N, R, D = self.n_entities_, self.n_relations_, self.n_components
+        if self._stochastic:
+            pairs = self._get_store(X, y)
+            self._visits = np.zeros(N, dtype=np.int64)
+            self._stats = None
+        else:
+            pairs = self._pairs(X, y)
+        if self.unlisted_pairs == "nonlinks":
+            total = N * (N - 1.0)
+            rate = np.bincount(pairs.rel, minlength=R) / total
+        else:
+            rate = np.bincount(pairs.rel, weights=pairs.x, minlength=R) / np.maximum(
+                np.bincount(pairs.rel, minlength=R), 1
+            )
+        floor = 1e-6 if self.unlisted_pairs == "nonlinks" else 1e-3
         rate = np.clip(
-            np.where(np.bincount(pairs.rel, minlength=R) > 0, rate, pairs.x.mean()),
-            1e-3,
+            np.where(
+                np.bincount(pairs.rel, minlength=R) > 0,
+                rate,
+                rate.mean() if self.unlisted_pairs == "nonlinks" else pairs.x.mean(),
+            ),
+            floor,
             1 - 1e-3,
         )
         degree = np.bincount(pairs.snd, minlength=N) + np.bincount(
@@ -552,6 +826,11 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             q = expit(logits)
             with threadpool_limits(limits=1, user_api="blas"):
                 for _ in range(3):  # EM weight steps at the start's q
+                    if self._stochastic:
+                        centers = self._pool(pairs, rng)[: self._batch() or N]
+                        self._stochastic_step(pairs, np.sort(centers), rng, False)
+                        self._stats, self._step = None, 0
+                        continue
                     uniforms = rng.random_sample((self.n_mc_samples, N, D))
                     self._weight_step(pairs, q, uniforms, 1.0)
         self._set_public()
@@ -568,6 +847,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             self._W,
             self._diag,
             uniforms,
+            _kernels.NO_WEIGHT,
             rhs0,
             rhsW,
         )
@@ -595,6 +875,18 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             return self._iterate_once(X, y, rng)
 
     def _iterate_once(self, X, y, rng):
+        if self._stochastic:
+            store = self._get_store(X, y)
+            if self._partial:
+                centers = np.unique(X[:, :2])
+                rng.shuffle(centers)
+            else:
+                centers = self._pool(store, rng)
+            B = self._batch() or centers.size
+            for start in range(0, centers.size, B):
+                self._stochastic_step(store, np.sort(centers[start : start + B]), rng)
+            self._set_public()
+            return self._stochastic_elbo(store, rng)
         pairs = self._pairs(X, y)
         N, D = self._logits.shape
         logit_rho = float(logit(self.feature_prior))
@@ -630,6 +922,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
                     self._W,
                     self._diag,
                     uniforms,
+                    _kernels.NO_WEIGHT,
+                    _kernels.NO_WEIGHT,
                     out,
                 )
                 self._logits *= 1.0 - r
@@ -658,6 +952,180 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         self._set_public()
         return self._elbo_pairs(pairs)
 
+    def _pool(self, store, rng):
+        """The entities an epoch visits, in random order: every entity with
+        "nonlinks", else those with listed pairs."""
+        if store.nonlinks:
+            return rng.permutation(store.n_entities)
+        active = np.flatnonzero((store.out_deg + store.in_deg) > 0)
+        return rng.permutation(active)
+
+    def _local_pairs(self, store, centers, rng):
+        """The pairs of a stochastic step, in local entity ids.
+
+        Every listed pair of a center, once per end that is a center (weight
+        1 for that end's sum, 0 for the other), plus, with "nonlinks",
+        ``n_nonlink_samples`` sampled non-links per center and role with
+        weight (the center's number of such non-links) / (number sampled).
+        Returns ``lsnd, lrcv, rel, x, w_snd, w_rcv`` (P,), the entities
+        ``ents`` behind the local ids and the local ids ``lcen`` of the
+        centers.
+        """
+        N, R = store.n_entities, store.n_relations
+        io = _kernels.gather_ranges(store.out_ptr, store.out_order, centers)
+        ii = _kernels.gather_ranges(store.in_ptr, store.in_order, centers)
+        snd = [store.snd[io], store.snd[ii]]
+        rcv = [store.rcv[io], store.rcv[ii]]
+        rel = [store.rel[io], store.rel[ii]]
+        x = [store.x[io], store.x[ii]]
+        w_snd = [np.ones(io.size), np.zeros(ii.size)]
+        w_rcv = [np.zeros(io.size), np.ones(ii.size)]
+        if store.nonlinks:
+            m = self.n_nonlink_samples
+            c = np.repeat(centers, m)
+            zeros = np.zeros(c.size)
+            for as_sender, deg in ((True, store.out_deg), (False, store.in_deg)):
+                n_non = (N - 1) * R - deg[centers]
+                other, r = _kernels.sample_nonlinks(
+                    centers,
+                    n_non,
+                    as_sender,
+                    m,
+                    N,
+                    R,
+                    store.keys,
+                    int(rng.randint(2**31 - 1)),
+                )
+                weight = np.repeat(n_non / m, m)
+                snd.append(c if as_sender else other)
+                rcv.append(other if as_sender else c)
+                rel.append(r)
+                x.append(zeros)
+                w_snd.append(weight if as_sender else zeros)
+                w_rcv.append(zeros if as_sender else weight)
+        snd, rcv, rel, x, w_snd, w_rcv = (
+            np.ascontiguousarray(np.concatenate(a))
+            for a in (snd, rcv, rel, x, w_snd, w_rcv)
+        )
+        P = snd.size
+        ents, inv = np.unique(np.concatenate([snd, rcv, centers]), return_inverse=True)
+        inv = inv.astype(np.int64).ravel()
+        lsnd, lrcv, lcen = inv[:P], inv[P : 2 * P], inv[2 * P :]
+        return lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen
+
+    def _stochastic_step(self, store, centers, rng, update_q=True):
+        """One stochastic step for the entities ``centers`` (sorted, distinct).
+
+        Lists every listed pair of a center once per end that is a center
+        (weight 1 for that end's sum, 0 for the other), plus
+        ``n_nonlink_samples`` sampled non-links per center and role with
+        weight (its number of non-links) / (number sampled); the Monte Carlo
+        kernel of "mcvi" then estimates the centers' coordinate optima
+        without bias. The weight statistics use the centers' sender pairs,
+        scaled by (entities in the pool) / (centers): an unbiased estimate
+        of their sum over all pairs.
+        """
+        N, R, D = store.n_entities, store.n_relations, self.n_components
+        lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen = self._local_pairs(
+            store, centers, rng
+        )
+        n_loc = ents.size
+        q = expit(self._logits[ents])
+        uniforms = rng.random_sample((self.n_mc_samples, n_loc, D))
+        if update_q:
+            out = np.empty((n_loc, D))
+            _kernels.mcvi_mean_deltas(
+                lsnd,
+                lrcv,
+                rel,
+                *_kernels.pair_keys(lsnd, rel, n_loc),
+                *_kernels.pair_keys(lrcv, rel, n_loc),
+                x,
+                q,
+                float(logit(self.feature_prior)),
+                self._b,
+                self._W,
+                self._diag,
+                uniforms,
+                w_snd,
+                w_rcv,
+                out,
+            )
+            step = (self._visits[centers] + self.learning_offset) ** (
+                -self.learning_decay
+            )
+            new = (1.0 - step[:, None]) * self._logits[centers] + step[:, None] * out[
+                lcen
+            ]
+            self._logits[centers] = np.clip(new, -_MAX_LOGIT, _MAX_LOGIT)
+            self._visits[centers] += 1
+            q[lcen] = expit(self._logits[centers])
+        # weight statistics of this step (the centers' sender pairs), then
+        # their running averages
+        scale = (N if store.nonlinks else np.count_nonzero(
+            store.out_deg + store.in_deg)) / centers.size
+        sel = w_snd > 0.0
+        lsnd, lrcv, rel, x = lsnd[sel], lrcv[sel], rel[sel], x[sel]
+        weight = w_snd[sel] * scale
+        skeys = _kernels.pair_keys(lsnd, rel, n_loc)
+        rkeys = _kernels.pair_keys(lrcv, rel, n_loc)
+        A = _kernels.weight_system(lsnd, lrcv, rel, q, R, self._diag, skeys, weight)
+        rhs0, rhsW = np.empty(R), np.empty((R, D, D))
+        _kernels.mc_weight_rhs(
+            lsnd,
+            lrcv,
+            rel,
+            *skeys,
+            *rkeys,
+            x,
+            q,
+            self._b,
+            self._W,
+            self._diag,
+            uniforms,
+            weight,
+            rhs0,
+            rhsW,
+        )
+        if self._stats is None:
+            self._stats = [A, rhs0, rhsW]
+        else:
+            r = (self._step + self.learning_offset) ** (-self.learning_decay)
+            for old, new in zip(self._stats, (A, rhs0, rhsW), strict=True):
+                old *= 1.0 - r
+                old += r * new
+        b, W = self._b.copy(), self._W.copy()
+        _kernels.solve_weights(*self._stats, self.alpha, self._diag, b, W)
+        self._b, self._W = b, W
+        self._step += 1
+
+    def _stochastic_elbo(self, store, rng):
+        """ELBO per listed row: exact over the listed pairs ("unobserved"),
+        estimated on the monitoring sample ("nonlinks")."""
+        if not store.nonlinks:
+            pairs = _Pairs(store.snd, store.rcv, store.rel, store.x, store.n_entities)
+            return self._elbo_pairs(pairs)
+        if getattr(store, "monitor", None) is None:  # once per set of pairs
+            store.monitor = _monitor_sample(store, rng)
+        pairs, weight = store.monitor
+        out = np.empty(pairs.x.size)
+        _kernels.expected_pair_log_likelihood(
+            pairs.snd,
+            pairs.rcv,
+            pairs.rel,
+            *pairs.rkeys,
+            pairs.x,
+            expit(self._logits),
+            self._b,
+            self._W,
+            self._diag,
+            self._elbo_seed,
+            self.n_elbo_samples,
+            out,
+        )
+        kl = _kernels.kl_features(expit(self._logits), self.feature_prior)
+        return float((out @ weight - kl) / max(store.n_rows, 1))
+
     def _elbo_pairs(self, pairs, q=None):
         """True ELBO per pair of validated pairs (q: features incl. a prior row)."""
         q_fit = expit(self._logits)
@@ -681,6 +1149,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         return float((out.sum() - kl) / pairs.x.size)
 
     def _elbo_per_sample(self, X, y):
+        store = getattr(self, "_store", None)
+        if self._stochastic and store is not None and store.source is X:
+            return self._stochastic_elbo(store, self.random_state_)
         N = self._logits.shape[0]
         if X[:, :2].max() < N:
             return self._elbo_pairs(self._pairs(X, y))
@@ -697,12 +1168,12 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         return "Check the input, or raise alpha or learning_offset."
 
     def _get_state(self):
-        cache = self.__dict__.pop("_cache", None)
+        data = {k: self.__dict__.pop(k) for k in ("_cache", "_store") if k in
+                self.__dict__}
         try:
             return super()._get_state()
         finally:
-            if cache is not None:
-                self._cache = cache
+            self.__dict__.update(data)
 
     def _set_public(self):
         self.latent_features_ = expit(self._logits)
@@ -714,17 +1185,20 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
 
     def _after_fit(self, X, y):
         self._cache = {}
+        if not getattr(self, "_partial", False):
+            self._store = None  # fit keeps no copy of the data
         self._set_public()
         pairs_degree = np.bincount(X[:, :2].ravel(), minlength=self.n_entities_) > 0
         used = (self.latent_features_[pairs_degree] > _DEAD_FEATURE).any(axis=0)
-        n_dead = int((~used).sum())
-        if n_dead > self.n_components / 2:
-            warnings.warn(
-                f"{type(self).__name__}: {n_dead} of {self.n_components} features "
-                f"ended unused (no entity has q > {_DEAD_FEATURE}). Lower "
-                "n_components or feature_prior.",
-                ConvergenceWarning,
-                stacklevel=3,
+        n_used = int(used.sum())
+        if n_used < self.n_components / 2:
+            self._warn_unused(
+                n_used,
+                self.n_components,
+                "features",
+                f"some entity has q > {_DEAD_FEATURE}",
+                "Lower n_components; a feature_prior near 0 also switches features "
+                "off.",
             )
 
     def __getstate__(self):
@@ -954,3 +1428,46 @@ def _spectral_start(pairs, N, R, D, rng):
     labels = KMeans(D, n_init=3, random_state=seed).fit_predict(U)
     q[np.arange(N), labels] = 0.9
     return q
+
+
+_MONITOR_SIZE = 20_000
+
+
+def _monitor_sample(store, rng):
+    """Fixed pairs on which the ELBO of a complete network is estimated.
+
+    Up to 20,000 of the links (without replacement) and 20,000 uniform
+    non-links (triples i != j that are not links, by rejection), each with
+    its inverse-probability weight (links / sampled links, non-links /
+    sampled non-links): the weighted sum of a pair function over the sample
+    is an unbiased estimate of its sum over all N (N - 1) R pairs. Returns
+    (:class:`_Pairs`, weights).
+    """
+    N, R, L = store.n_entities, store.n_relations, store.n_rows
+    n_links = min(L, _MONITOR_SIZE)
+    pick = rng.choice(L, n_links, replace=False) if n_links else np.zeros(0, int)
+    n_non_total = N * (N - 1.0) * R - L
+    snd, rcv, rel = [], [], []
+    found = 0
+    while n_non_total > 0 and found < _MONITOR_SIZE:
+        n = 2 * (_MONITOR_SIZE - found)
+        s, t = rng.randint(N, size=n), rng.randint(N - 1, size=n)
+        t = t + (t >= s)
+        r = rng.randint(R, size=n)
+        code = (s * np.int64(N) + t) * np.int64(R) + r
+        pos = np.minimum(np.searchsorted(store.keys, code), max(L - 1, 0))
+        ok = store.keys[pos] != code if L else np.ones(n, bool)
+        s, t, r = s[ok], t[ok], r[ok]
+        take = min(s.size, _MONITOR_SIZE - found)
+        snd.append(s[:take]), rcv.append(t[:take]), rel.append(r[:take])
+        found += take
+    n_non = found
+    snd = np.concatenate([store.snd[pick], *snd]).astype(np.int64)
+    rcv = np.concatenate([store.rcv[pick], *rcv]).astype(np.int64)
+    rel = np.concatenate([store.rel[pick], *rel]).astype(np.int64)
+    x = np.concatenate([np.ones(n_links), np.zeros(n_non)])
+    weight = np.concatenate(
+        [np.full(n_links, L / max(n_links, 1)),
+         np.full(n_non, n_non_total / max(n_non, 1))]
+    )
+    return _Pairs(snd, rcv, rel, x, N), weight

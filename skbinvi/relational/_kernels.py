@@ -36,6 +36,9 @@ from .._numba import njit
 # q stays within 1e-13 of 0 and 1, so log q and log(1 - q) are finite.
 MAX_LOGIT = 30.0
 
+# An empty weight array: "every pair has weight 1" (the full-batch kernels).
+NO_WEIGHT = np.zeros(0)
+
 
 def pair_keys(ent, rel, n_entities):
     """Distinct (entity, relation) keys of one end of the pairs.
@@ -442,34 +445,47 @@ def augmented_weight_rhs(snd, rcv, rel, q, mean_y, out0, outW):
 
 
 @njit
-def _sender_moments(skey, rcv, q, n_keys, c_out, m_out):
-    """Per sender key k: C_k = sum_p M_j (D, D) and m_k = sum_p q_j (D,).
+def _pair_weight(weight, p):
+    """Weight of pair p: ``weight[p]``, or 1 when ``weight`` is empty."""
+    return 1.0 if weight.shape[0] == 0 else weight[p]
 
-    M_j = E[z_j z_j^T] = q_j q_j^T + diag(q_j (1 - q_j)).
+
+@njit
+def _sender_moments(skey, rcv, q, weight, n_keys, c_out, m_out):
+    """Per sender key k: C_k = sum_p w_p M_j (D, D) and m_k = sum_p w_p q_j (D,).
+
+    M_j = E[z_j z_j^T] = q_j q_j^T + diag(q_j (1 - q_j)); w_p = ``weight[p]``
+    (1 for an empty ``weight``).
     """
     D = q.shape[1]
     c_out[:] = 0.0
     m_out[:] = 0.0
     for p in range(skey.shape[0]):
         k, j = skey[p], rcv[p]
+        w = _pair_weight(weight, p)
+        if w == 0.0:
+            continue
         for d in range(D):
-            qd = q[j, d]
+            qd = w * q[j, d]
             m_out[k, d] += qd
             for e in range(D):
                 c_out[k, d, e] += qd * q[j, e]
-            c_out[k, d, d] += qd * (1.0 - qd)
+            c_out[k, d, d] += qd * (1.0 - q[j, d])
 
 
 @njit
-def _diagonal_moments(snd, rcv, rel, q, out):
-    """Per relation: A[r] = sum_p E[f f^T] for f = (1, z_i1 z_j1, ..., z_iD z_jD)."""
+def _diagonal_moments(snd, rcv, rel, q, weight, out):
+    """Per relation: A[r] = sum_p w_p E[f f^T] for f = (1, z_i1 z_j1, ..., z_iD z_jD)."""
     D = q.shape[1]
     out[:] = 0.0
     for p in range(snd.shape[0]):
         i, j, r = snd[p], rcv[p], rel[p]
-        out[r, 0, 0] += 1.0
+        w = _pair_weight(weight, p)
+        if w == 0.0:
+            continue
+        out[r, 0, 0] += w
         for d in range(D):
-            pd = q[i, d] * q[j, d]
+            pd = w * q[i, d] * q[j, d]
             out[r, 0, d + 1] += pd
             out[r, d + 1, d + 1] += pd
             for e in range(D):
@@ -480,8 +496,8 @@ def _diagonal_moments(snd, rcv, rel, q, out):
             out[r, d + 1, 0] = out[r, 0, d + 1]
 
 
-def weight_system(snd, rcv, rel, q, n_relations, diag, skeys=None):
-    """The matrices A[r] = sum_{p in r} E_q[f_p f_p^T] of the weight step.
+def weight_system(snd, rcv, rel, q, n_relations, diag, skeys=None, weight=None):
+    """The matrices A[r] = sum_{p in r} w_p E_q[f_p f_p^T] of the weight step.
 
     The features of a pair are f = (1, vec(z_i z_j^T)) (full W, 1 + D^2 of
     them, W_r[d, e] at position 1 + d D + e) or f = (1, z_i1 z_j1, ...,
@@ -490,27 +506,31 @@ def weight_system(snd, rcv, rel, q, n_relations, diag, skeys=None):
     d'] M_j[e, e']``; summed over the pairs of a sender key k (entity i,
     relation r) this is ``M_i[d, d'] C_k[e, e']`` with C_k the sum of the
     receivers' M_j, so A costs O(P D^2 + K_s D^4) for full W (a BLAS
-    product), O(P D^2) diagonal. Returns an array (R, F, F). Checked against
-    a NumPy reference (explicit feature second moments per pair) in
+    product), O(P D^2) diagonal. ``weight`` (P,) weighs the pairs (the
+    unbiased weights of a stochastic step's sampled pairs); None gives every
+    pair weight 1. Returns an array (R, F, F). Checked against a NumPy
+    reference (explicit feature second moments per pair) in
     ``test_weight_system_matches_explicit_moments``.
     """
     N, D = q.shape
+    weight = NO_WEIGHT if weight is None else np.ascontiguousarray(weight)
     if diag:
         A = np.empty((n_relations, D + 1, D + 1))
-        _diagonal_moments(snd, rcv, rel, q, A)
+        _diagonal_moments(snd, rcv, rel, q, weight, A)
         return A
     skey, sk_ent, sk_rel = skeys
     K = sk_ent.size
     C = np.empty((K, D, D))
     msum = np.empty((K, D))
-    _sender_moments(skey, rcv, q, K, C, msum)
+    _sender_moments(skey, rcv, q, weight, K, C, msum)
     qs = q[sk_ent]  # (K, D)
     Ms = qs[:, :, None] * qs[:, None, :]
     idx = np.arange(D)
     Ms[:, idx, idx] = qs
-    counts = np.bincount(
-        sk_rel, weights=np.bincount(skey, minlength=K), minlength=n_relations
+    per_key = np.bincount(
+        skey, weights=None if weight.size == 0 else weight, minlength=K
     )
+    counts = np.bincount(sk_rel, weights=per_key, minlength=n_relations)
     F = 1 + D * D
     A = np.zeros((n_relations, F, F))
     order = np.argsort(sk_rel, kind="stable")
@@ -587,6 +607,8 @@ def mcvi_mean_deltas(
     W,
     diag,
     uniforms,
+    w_snd,
+    w_rcv,
     out,
 ):
     """Monte Carlo estimate of E_{q_-id}[Delta_id] for every (i, d) at once.
@@ -602,6 +624,11 @@ def mcvi_mean_deltas(
     uses the same S joint samples ``z_s = 1{uniforms[s] < q}``. With the
     exact expectation, ``logit q_id <- E[Delta_id]`` is coordinate ascent on
     the true ELBO and ``E[Delta] - logit q`` its natural gradient.
+
+    ``w_snd`` and ``w_rcv`` (P,) weigh pair p's term in its sender's and in
+    its receiver's sum (a stochastic step lists a pair once per end it
+    updates, and weighs sampled non-links by the inverse of their sampling
+    probability); empty arrays give every term weight 1.
 
     Checked against a NumPy loop with the same samples
     (``test_mcvi_deltas_match_a_numpy_reference``) and, with many samples,
@@ -622,6 +649,7 @@ def mcvi_mean_deltas(
     W : float64 array of shape (R, D, D)
     diag : bool
     uniforms : float64 array of shape (S, N, D), values in [0, 1)
+    w_snd, w_rcv : float64 arrays of shape (P,) or (0,)
     out : float64 array of shape (N, D) (out)
     """
     S, N, D = uniforms.shape
@@ -637,22 +665,23 @@ def mcvi_mean_deltas(
         acc = partial[s]
         for p in range(P):
             i, j = snd[p], rcv[p]
+            ws, wr = _pair_weight(w_snd, p), _pair_weight(w_rcv, p)
             a, c_rcv = fr[rkey[p]], fs[skey[p]]
             eta = _eta(i, rel[p], z, b, a)
             g = pair_log_likelihood(x[p], eta)
             for d in range(D):
                 c = a[d]
-                if c != 0.0:
+                if c != 0.0 and ws != 0.0:
                     if z[i, d] > 0.0:
-                        acc[i, d] += g - pair_log_likelihood(x[p], eta - c)
+                        acc[i, d] += ws * (g - pair_log_likelihood(x[p], eta - c))
                     else:
-                        acc[i, d] += pair_log_likelihood(x[p], eta + c) - g
+                        acc[i, d] += ws * (pair_log_likelihood(x[p], eta + c) - g)
                 c = c_rcv[d]
-                if c != 0.0:
+                if c != 0.0 and wr != 0.0:
                     if z[j, d] > 0.0:
-                        acc[j, d] += g - pair_log_likelihood(x[p], eta - c)
+                        acc[j, d] += wr * (g - pair_log_likelihood(x[p], eta - c))
                     else:
-                        acc[j, d] += pair_log_likelihood(x[p], eta + c) - g
+                        acc[j, d] += wr * (pair_log_likelihood(x[p], eta + c) - g)
     for i in prange(N):
         for d in range(D):
             total = 0.0
@@ -678,6 +707,7 @@ def mc_weight_rhs(
     W,
     diag,
     uniforms,
+    weight,
     out0,
     outW,
 ):
@@ -690,7 +720,8 @@ def mc_weight_rhs(
     averaged over q it minorizes the true ELBO, and :func:`solve_weights`
     maximizes the minorizer. ``out0[r] = E sum_p ybar_p``, ``outW[r, d, e] =
     E sum_p ybar_p z_id z_je`` (pairs of relation r), accumulated per sender
-    key in O(P D + K_s D^2) per sample. Checked against enumeration in
+    key in O(P D + K_s D^2) per sample. ``weight`` (P,) weighs the pairs
+    (empty: weight 1). Checked against enumeration in
     ``test_mc_weight_rhs_and_the_em_w_step_on_the_true_elbo``.
     """
     S, N, D = uniforms.shape
@@ -707,7 +738,10 @@ def mc_weight_rhs(
         t = np.zeros((Ks, D))
         for p in range(P):
             i, j, r = snd[p], rcv[p], rel[p]
-            ybar = truncated_normal_mean(x[p], _eta(i, r, z, b, fr[rkey[p]]))
+            w = _pair_weight(weight, p)
+            if w == 0.0:
+                continue
+            ybar = w * truncated_normal_mean(x[p], _eta(i, r, z, b, fr[rkey[p]]))
             part0[s, r] += ybar
             k = skey[p]
             for e in range(D):
@@ -790,3 +824,82 @@ def score_function_gradient(
                 sum_score += score
             cv = sum_ssf / sum_ss if sum_ss > 0.0 else 0.0
             out[i, d] = (sum_sf - cv * sum_score) / S
+
+
+# ---------------------------------------------------------------------------
+# stochastic steps: the pairs of a minibatch of entities
+# ---------------------------------------------------------------------------
+
+
+def link_keys(snd, rcv, rel, n_entities, n_relations):
+    """Sorted int64 codes ``(i N + j) R + r`` of the triples (for membership)."""
+    code = (snd.astype(np.int64) * n_entities + rcv) * n_relations + rel
+    return np.sort(code)
+
+
+@njit
+def gather_ranges(indptr, order, centers):
+    """``order[indptr[c]:indptr[c + 1]]`` for every c in ``centers``, concatenated.
+
+    The rows of a CSR-like index (``order`` sorted by entity, ``indptr`` its
+    (N + 1,) offsets) of the given entities; O(their number of rows).
+    """
+    total = 0
+    for c in centers:
+        total += indptr[c + 1] - indptr[c]
+    out = np.empty(total, dtype=np.int64)
+    k = 0
+    for c in centers:
+        for t in range(indptr[c], indptr[c + 1]):
+            out[k] = order[t]
+            k += 1
+    return out
+
+
+@njit
+def sample_nonlinks(
+    centers, n_nonlinks, as_sender, m, n_entities, n_relations, keys, seed
+):
+    """``m`` uniform non-link partners of every center entity, by rejection.
+
+    For center i (sender when ``as_sender``, else receiver) draws (j, r)
+    uniformly among the (N - 1) R combinations with j != i and keeps those
+    whose triple ((i, j, r), or (j, i, r)) is not in ``keys`` (sorted codes
+    of the links, :func:`link_keys`), until m are kept: each kept partner is
+    uniform over the center's non-links, so weighing a kept pair by
+    (number of non-links of the center) / m gives an unbiased estimate of
+    any sum over them (Gopalan et al., NIPS 2012, stratified sampling).
+    ``n_nonlinks`` (B,) counts each center's non-links; a center with none
+    gets m arbitrary partners (their weight is 0).
+    Returns ``other`` and ``rel`` (len(centers) m,) int64. Checked in
+    ``test_sample_nonlinks_are_uniform_non_links``.
+    """
+    np.random.seed(seed)
+    B = centers.shape[0]
+    other = np.empty(B * m, dtype=np.int64)
+    rel = np.empty(B * m, dtype=np.int64)
+    N, R = n_entities, n_relations
+    for b in range(B):
+        i = centers[b]
+        kept = 0
+        while kept < m:
+            j = np.random.randint(0, N - 1)
+            if j >= i:
+                j += 1  # uniform over the entities other than i
+            r = np.random.randint(0, R)
+            if n_nonlinks[b] <= 0:
+                other[b * m + kept] = j
+                rel[b * m + kept] = r
+                kept += 1
+                continue
+            if as_sender:
+                code = (i * N + j) * R + r
+            else:
+                code = (j * N + i) * R + r
+            pos = np.searchsorted(keys, code)
+            is_link = pos < keys.shape[0] and keys[pos] == code
+            if not is_link:
+                other[b * m + kept] = j
+                rel[b * m + kept] = r
+                kept += 1
+    return other, rel
