@@ -190,14 +190,21 @@ def pairs(draw):
     n_components=st.integers(1, 3),
     init=st.sampled_from(["auto", "random", "spectral"]),
     alpha=st.sampled_from([1.0, 1e-8, 1e8]),
+    stochastic=st.sampled_from([None, None, "batch", "nonlinks"]),
 )
-def test_relational_property(data, inference_weights, n_components, init, alpha):
+def test_relational_property(data, inference_weights, n_components, init, alpha,
+                             stochastic):
     X, y = data
     inference, weights = inference_weights
+    extra = {}
+    if stochastic == "batch":
+        extra = dict(batch_size=2)
+    elif stochastic == "nonlinks":
+        extra = dict(unlisted_pairs="nonlinks", n_nonlink_samples=2)
     model = LatentFeatureRelational(
         n_components, inference=inference, weights=weights, init=init,
         alpha=alpha, max_iter=2, n_elbo_samples=4,
-        n_mc_samples=3, random_state=0,
+        n_mc_samples=3, random_state=0, **extra,
     )
     methods = [("predict_proba", (X,)), ("predict", (X,)),
                ("decision_function", (X,)), ("transform", (X,)),
