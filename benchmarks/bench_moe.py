@@ -7,15 +7,19 @@ Run from the repository root::
     python benchmarks/bench_moe.py --sections two_regimes,nonlinear
 
 Sections (every one prints a table; everything is written to ``--out`` as JSON
-with machine info):
+with machine info; sections not rerun keep their earlier results in that file,
+and ``machine_per_section`` records the date, commit and load average of each
+section's last run):
 
 two_regimes
     Issue 12's task: 2,000 training and 2,000 test rows, 20 standard normal
     features, the sign of x_0 decides which side of x_1 is class 1, 5% of the
     labels flipped (ceiling 0.95), K = 4. Every method with its defaults,
     beside LogisticRegression, HistGradientBoostingClassifier and a logistic
-    regression per regime with the true gate (the ceiling of linear experts).
-    Seeds 0-2 (train seed s, test seed s + 100).
+    regression per regime with the true gate (the ceiling of linear experts
+    when the gate is known), and two swaps that locate the gap to it: the vi
+    mixture's experts under the true gate, and a logistic regression per side
+    of the mixture's learned gate. Seeds 0-2 (train seed s, test seed s + 100).
 adult_start
     Adult, 4,000 random training rows (seed 0), K = 5, ``max_iter=40``, "vi"
     and "pr" from ``init="bmemg"`` (default) and ``init="random"`` (the old
@@ -133,9 +137,47 @@ def section_two_regimes(quick):
     out["oracle_gate_LR"] = dict(accuracy=[round(a, 4) for a in oracle])
     rows.append(["LR per regime, true gate", " ".join(f"{a:.3f}" for a in oracle),
                  f"{np.mean(oracle):.3f}", ""])
+    # where the gap to the true-gate ceiling comes from: swap the vi mixture's
+    # learned gate and its experts for their oracle counterparts
+    swaps = {"vi experts, true gate": [], "LR per regime, vi's learned gate": []}
+    for s in seeds:
+        X, y = two_regimes(2000, s)
+        Xt, yt = two_regimes(2000, s + 100)
+        for name, acc in _gate_swaps(X, y, Xt, yt).items():
+            swaps[name].append(acc)
+    for name, accs in swaps.items():
+        out[name] = dict(accuracy=[round(a, 4) for a in accs])
+        rows.append([name, " ".join(f"{a:.3f}" for a in accs), f"{np.mean(accs):.3f}",
+                     ""])
     table(["method", "accuracy per seed", "mean", "fit s"], rows,
           title="two regimes: 2,000 rows, 20 features, 5% flipped labels, K = 4")
     return out
+
+
+def _gate_swaps(X, y, Xt, yt):
+    """Test accuracy of the vi mixture's experts under the true gate, and of a
+    logistic regression per side of the mixture's learned (hard) gate.
+
+    The mixture may gate on x_1 and split on x_0 instead (the task is
+    symmetric in x_0, x_1): the true gate is the sign of the coordinate its
+    two main gates differ most on.
+    """
+    m = DiversityMixtureOfExperts(4, random_state=0)
+    timed_fit(m, X, y)
+    top = np.argsort(-m.expert_usage_[0])[:2]
+    G, g0 = m.gate_coef_[0], m.gate_intercept_[0]
+    axis = int(np.argmax(np.abs(G[top[0], :2] - G[top[1], :2])))
+    pos, neg = top if G[top[0], axis] > G[top[1], axis] else top[::-1]
+    E = Xt @ m.expert_coef_[0].T + m.expert_intercept_[0]
+    swapped = np.where(Xt[:, axis] > 0, E[:, pos] > 0, E[:, neg] > 0)
+    side_tr = (X @ G[pos] + g0[pos]) > (X @ G[neg] + g0[neg])
+    side_te = (Xt @ G[pos] + g0[pos]) > (Xt @ G[neg] + g0[neg])
+    learned = np.zeros(len(yt), dtype=int)
+    for side in (True, False):
+        lr = LogisticRegression().fit(X[side_tr == side], y[side_tr == side])
+        learned[side_te == side] = lr.predict(Xt[side_te == side])
+    return {"vi experts, true gate": float(np.mean(swapped == yt)),
+            "LR per regime, vi's learned gate": float(np.mean(learned == yt))}
 
 
 def _adult_subset(n=4000):
@@ -302,7 +344,12 @@ def main():
     args = parser.parse_args()
     out = args.out or os.path.join(
         HERE, "results", "bench_moe_quick.json" if args.quick else "bench_moe.json")
-    results = {"machine": machine_info(), "quick": args.quick}
+    results = {}
+    if os.path.exists(out):  # sections not rerun keep their previous results
+        with open(out) as fh:
+            results = json.load(fh)
+    results.update(machine=machine_info(), quick=args.quick)
+    results.setdefault("machine_per_section", {})
     # warm-up: compile every kernel
     Xw, yw = two_regimes(300, 0, p=5)
     for params in METHODS.values():
@@ -310,8 +357,12 @@ def main():
                                             **params), Xw, yw)
     for name in args.sections.split(","):
         print(f"== {name}", flush=True)
+        load = os.getloadavg()
         tic = time.perf_counter()
         results[name] = globals()[f"section_{name}"](args.quick)
+        results["machine_per_section"][name] = dict(
+            date=results["machine"].get("date"), git_commit=results["machine"].get(
+                "git_commit"), load_before=load, load_after=os.getloadavg())
         print(f"   ({time.perf_counter() - tic:.0f} s)", flush=True)
         os.makedirs(os.path.dirname(out), exist_ok=True)
         with open(out, "w") as fh:

@@ -199,20 +199,25 @@ def test_pr_regularization_spreads_the_experts():
 # ---------------------------------------------------------------------------
 
 
-def test_two_regimes_every_method_with_defaults():
+@pytest.mark.parametrize("train_seed, test_seed, floor", [(0, 1, 0.89), (1, 101, 0.90)])
+def test_two_regimes_every_method_with_defaults(train_seed, test_seed, floor):
     """Issue 12's task: 2,000 rows, 20 features, 5% flipped labels, K = 4.
 
-    Measured (seed 0 train, seed 1 test, 2,000 rows each): vi 0.898, pr 0.898,
-    Gaussian vi 0.896, mcmc 0.890; LogisticRegression 0.498; a logistic
-    regression per regime with the true gate 0.913-0.920 on the benchmark's
-    seeds (the ceiling of linear experts at this size; the label noise alone
-    allows 0.95). Issue 12 asked for >= 0.90: on this seed the four methods
-    end 0.002-0.010 short of it (benchmarks/bench_moe.py, section
-    two_regimes, has three seeds: vi 0.904 / 0.911 / 0.887); the floor below
-    is what they reach on every seed tried.
+    Measured (train seed 0, test seed 1, 2,000 rows each): vi 0.898, pr
+    0.8975, Gaussian vi 0.896, mcmc 0.9015; (train 1, test 101): 0.911,
+    0.9105, 0.9075, 0.9145; LogisticRegression about 0.5. Issue 12 asked for
+    >= 0.90; the first seed's variational fits end 0.002-0.004 short of it
+    and the benchmark's third seed (train 2, test 102) ends at 0.877-0.887
+    (benchmarks/bench_moe.py, section two_regimes). A logistic regression per
+    regime with the *true* gate scores 0.909-0.922 on these seeds, but that
+    gate is not learnable exactly from 2,000 labels: the mixture's experts
+    under the true gate reach that level (checked below), and the gap comes
+    from the learned gate's direction (a logistic regression per side of
+    the mixture's learned gate scores what the mixture does; user guide,
+    "Results"). The floors are what every method reaches on each seed.
     """
-    X, y = two_regimes(2000, 0)
-    Xt, yt = two_regimes(2000, 1)
+    X, y = two_regimes(2000, train_seed)
+    Xt, yt = two_regimes(2000, test_seed)
     lr = LogisticRegression().fit(X, y).score(Xt, yt)
     for inference, prior in METHODS[:4]:
         with warnings.catch_warnings():
@@ -220,11 +225,31 @@ def test_two_regimes_every_method_with_defaults():
             m = DiversityMixtureOfExperts(4, inference=inference, prior=prior,
                                           random_state=0).fit(X, y)
         acc = m.score(Xt, yt)
-        assert acc > 0.88, (inference, prior, acc)
+        assert acc > floor, (inference, prior, acc)
         assert acc > lr + 0.3
         # the gates live: two regimes, two experts in clear use
         assert m.responsibility_entropy_[0] < 0.3
         assert m.n_active_experts_[0] >= 2
+        if (inference, prior) == ("vi", "mabn"):
+            _check_experts_match_true_gate_ceiling(m, X, y, Xt, yt)
+
+
+def _check_experts_match_true_gate_ceiling(m, X, y, Xt, yt):
+    """The vi experts, routed by the true gate, score as well as a logistic
+    regression per true regime (within 0.015): what the mixture loses is in
+    its learned gate, not in its experts or their prior."""
+    top = np.argsort(-m.expert_usage_[0])[:2]
+    G = m.gate_coef_[0]
+    # the task is symmetric in x_0 and x_1: the mixture may gate on either
+    axis = int(np.argmax(np.abs(G[top[0], :2] - G[top[1], :2])))
+    pos, neg = top if G[top[0], axis] > G[top[1], axis] else top[::-1]
+    E = Xt @ m.expert_coef_[0].T + m.expert_intercept_[0]
+    routed = np.mean(np.where(Xt[:, axis] > 0, E[:, pos] > 0, E[:, neg] > 0) == yt)
+    hits = 0
+    for side in (True, False):
+        tr, te = (X[:, axis] > 0) == side, (Xt[:, axis] > 0) == side
+        hits += np.sum(LogisticRegression().fit(X[tr], y[tr]).predict(Xt[te]) == yt[te])
+    assert routed > hits / len(yt) - 0.015, (routed, hits / len(yt))
 
 
 def _adult_subset():

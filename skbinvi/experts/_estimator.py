@@ -207,11 +207,15 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         Variational vMF concentration of the random start (init="random").
     n_mcmc_samples : int, default=200
         Kept MCMC samples ("mcmc").
-    burn_in : int, default=300
+    burn_in : int, default=1000
         MCMC sweeps discarded first; during burn-in the proposal scales of
         every vector (direction concentration, magnitude or random-walk step)
         are adapted every 25 sweeps towards an acceptance rate of 0.3 from
-        that vector's own acceptance rate, then frozen.
+        that vector's own acceptance rate, then frozen. On the two-regime
+        task of the user guide the log joint density still rises by about 70
+        nats between sweeps 300 and 1,000 and is flat after (the earlier
+        default of 300 kept samples from the climb: 0.890 against 0.902
+        test accuracy).
     thin : int, default=1
         Keep every ``thin``-th sweep after burn-in.
     proposal_concentration : float, default=200.0
@@ -386,7 +390,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         inner_max_iter=3,
         init_concentration=10.0,
         n_mcmc_samples=200,
-        burn_in=300,
+        burn_in=1000,
         thin=1,
         proposal_concentration=200.0,
         proposal_scale=0.1,
