@@ -691,7 +691,7 @@ def optimal_gate_auxiliaries(mean_t, second_t, n_rounds=50, tol=1e-10, c_init=No
 
 
 
-@njit
+@njit(inline="always")
 def _gate_newton_row(mean_i, var_i, ci, la, ha, n_rounds, tol):
     """The safeguarded Newton iteration of :func:`_gate_newton_rows` for one row."""
     K = mean_i.shape[0]
@@ -1008,7 +1008,7 @@ def _log_expit(x):
     return x - np.log1p(np.exp(x))
 
 
-@njit
+@njit(inline="always")
 def _likelihood_row(sign_i, mean_b, second_b, mean_e, var_e, ci, phi, xi, d, a):
     """Optimal xi, d and phi and the three pieces of the likelihood bound, one row.
 
@@ -1052,7 +1052,7 @@ def _likelihood_row(sign_i, mean_b, second_b, mean_e, var_e, ci, phi, xi, d, a):
     return e_term, g_term - lse, max(h_term, 0.0)
 
 
-@njit
+@njit(inline="always")
 def _optimal_row(sign_i, mean_b, second_b, mean_e, var_e, c0_i, use_c0, n_rounds, tol,
                  phi, xi, d, a, terms):
     """One row of :func:`_optimal_likelihood_pieces` from its moments (K,) each.
