@@ -242,7 +242,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         Class labels.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Names of the features, when X has string column names.
     expert_coef_ : ndarray of shape (n_problems, K, n_features)
         Posterior means of the expert weights beta_k (without the intercept);
@@ -281,7 +281,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         plus the weighted Omega terms); Gaussian "vi": the BMEM-G ELBO;
         "mcmc": the log joint density log p(y, beta, eta | X) per sample,
         averaged over (up to 20 of) the kept samples: the chain has no ELBO.
-    elbo_history_ : ndarray of shape (n_iter_,)
+    elbo_history_ : ndarray of shape (``n_iter_``,)
         The same quantity after every iteration ("mcmc": averaged over the
         sweeps of every block, burn-in included), nats per sample; it never
         decreases for "vi", "pr" and the Gaussian "vi".
@@ -290,7 +290,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
     converged_ : bool
         "vi", "pr": the ``tol`` rule was met; "mcmc": the schedule of sweeps
         was completed within ``max_iter`` blocks.
-    validation_scores_ : ndarray of shape (n_iter_,) or None
+    validation_scores_ : ndarray of shape (``n_iter_``,) or None
         Held-out ELBO per iteration with ``early_stopping``.
     log_posterior_trace_ : ndarray of shape (n_problems, n_sweeps)
         "mcmc": the log joint density (nats, total) after every sweep.
@@ -893,9 +893,9 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         proba : ndarray of shape (n_samples, n_classes)
             Binary: p(y = 1 | x) = sum_k softmax_k(eta^T x) sigmoid(beta_k^T x)
             at the posterior means ("vi", "pr") or averaged over the kept
-            samples ("mcmc") (user guide, "The model"; [1]_); columns in the
-            order of ``classes_``. More classes: the one-vs-rest
-            probabilities normalized to sum to one.
+            samples ("mcmc") (user guide, "The model"; Xie, Zhu and Xing,
+            ICML 2016); columns in the order of ``classes_``. More classes:
+            the one-vs-rest probabilities normalized to sum to one.
 
         Raises
         ------
