@@ -338,6 +338,7 @@ def test_mc_weight_rhs_and_the_em_w_step_on_the_true_elbo(diag):
         diag,
         np.random.default_rng(1).random((20000, N, D)),
         _kernels.NO_WEIGHT,
+        False,
         out0,
         outW,
     )
@@ -545,7 +546,7 @@ def test_monte_carlo_kernels_do_not_depend_on_the_number_of_threads():
             out0, outW = np.empty(2), np.empty((2, D, D))
             _kernels.mc_weight_rhs(
                 *_args(P), P["x"], P["q"], P["b"], P["W"], False, uniforms,
-                _kernels.NO_WEIGHT, out0, outW,
+                _kernels.NO_WEIGHT, False, out0, outW,
             )
             results.append((_mcvi(P, uniforms, 0.2), grad, out0, outW))
     finally:

@@ -5,7 +5,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import expit, logit, ndtr, ndtri
+from scipy.special import expit, log_ndtr, logit, ndtr, ndtri
 from sklearn.base import ClassifierMixin, TransformerMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -167,11 +167,13 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         measured better on every directed data set tried (User Guide).
     inference : {"mcvi", "cavi", "score"}, default="mcvi"
         Inference method (see above); "cavi" needs ``weights="diagonal"``.
-    init : {"auto", "spectral", "random"}, default="auto"
+    init : {"auto", "spectral", "nmf", "random"}, default="auto"
         Start of q. "spectral": k-means clusters of the truncated SVD of the
         entities' out-, in- and either-way links in every relation (an
         IRM-like start, one feature per cluster: q = 0.9 for the entity's
-        cluster, 0.1 elsewhere), then three EM weight steps. "random": q
+        cluster, 0.1 elsewhere), then three EM weight steps. "nmf": q from
+        the loadings of a non-negative matrix factorization of the same
+        links (overlapping, monotone in the loading). "random": q
         uniform in [0.05, 0.95], W_r the identity (assortative) and b_r
         matched to the link rate. "auto": "spectral" for ``weights="full"``,
         "random" for "diagonal" (the better start of each form on the data
@@ -217,9 +219,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         weighted by the inverse sampling probability ("nonlinks"; Gopalan et
         al. [5]_), with step size :math:`(n_i + \text{learning\_offset})^{
         -\text{learning\_decay}}` for the entity's n_i-th visit; the weights
-        solve the EM weight step on running averages (same schedule, per
-        step) of unbiased estimates of its statistics from the minibatch's
-        pairs. None: full sweeps over the listed pairs (every entity and
+        take a damped Newton step (same schedule, per step) on unbiased
+        estimates of the gradient and curvature of their objective from the
+        minibatch's pairs. None: full sweeps over the listed pairs (every entity and
         the weights once per iteration). "auto": None for "unobserved",
         ``min(1000, n_entities_)`` for "nonlinks".
     n_nonlink_samples : int, default=20
@@ -336,7 +338,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "weights": [StrOptions({"full", "diagonal"})],
         "inference": [StrOptions({"mcvi", "cavi", "score"})],
-        "init": [StrOptions({"auto", "spectral", "random"})],
+        "init": [StrOptions({"auto", "spectral", "nmf", "random"})],
         "feature_prior": [Interval(Real, 0, 1, closed="neither")],
         "alpha": [Interval(Real, 0, None, closed="left")],
         "n_mc_samples": [Interval(Integral, 1, None, closed="left")],
@@ -727,8 +729,6 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             rate = np.clip(x.mean(), 1e-3, 1 - 1e-3)
             self._b = np.concatenate([self._b, np.full(extra, ndtri(rate))])
             self._W = np.concatenate([self._W, np.zeros((extra, D, D))])
-            if getattr(self, "_stats", None) is not None:
-                self._stats = None  # the running statistics restart
 
     # ------------------------------------------------- hooks of the fit loop
     def _pairs(self, triples, x):
@@ -781,7 +781,6 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         if self._stochastic:
             pairs = self._get_store(X, y)
             self._visits = np.zeros(N, dtype=np.int64)
-            self._stats = None
         else:
             pairs = self._pairs(X, y)
         if self.unlisted_pairs == "nonlinks":
@@ -808,8 +807,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         init = self.init
         if init == "auto":
             init = "random" if self._diag else "spectral"
-        if init == "spectral":
-            q = _spectral_start(pairs, N, R, D, rng)
+        if init in ("spectral", "nmf"):
+            start = _spectral_start if init == "spectral" else _nmf_start
+            q = start(pairs, N, R, D, rng)
             self._b = ndtri(rate)
             self._W = np.zeros((R, D, D))
         else:
@@ -822,15 +822,12 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         logits[degree == 0] = logit(self.feature_prior)  # no pair: the prior
         np.clip(logits, -_MAX_LOGIT, _MAX_LOGIT, out=logits)
         self._logits = logits
-        if init == "spectral":
+        if init in ("spectral", "nmf"):
             q = expit(logits)
             with threadpool_limits(limits=1, user_api="blas"):
-                for _ in range(3):  # EM weight steps at the start's q
-                    if self._stochastic:
-                        centers = self._pool(pairs, rng)[: self._batch() or N]
-                        self._stochastic_step(pairs, np.sort(centers), rng, False)
-                        self._stats, self._step = None, 0
-                        continue
+                if self._stochastic:
+                    self._start_weights(pairs, rng)
+                for _ in range(0 if self._stochastic else 3):  # EM weight steps
                     uniforms = rng.random_sample((self.n_mc_samples, N, D))
                     self._weight_step(pairs, q, uniforms, 1.0)
         self._set_public()
@@ -848,6 +845,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             self._diag,
             uniforms,
             _kernels.NO_WEIGHT,
+            False,
             rhs0,
             rhsW,
         )
@@ -1013,7 +1011,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         lsnd, lrcv, lcen = inv[:P], inv[P : 2 * P], inv[2 * P :]
         return lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen
 
-    def _stochastic_step(self, store, centers, rng, update_q=True):
+    def _stochastic_step(self, store, centers, rng):
         """One stochastic step for the entities ``centers`` (sorted, distinct).
 
         Lists every listed pair of a center once per end that is a center
@@ -1021,9 +1019,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         ``n_nonlink_samples`` sampled non-links per center and role with
         weight (its number of non-links) / (number sampled); the Monte Carlo
         kernel of "mcvi" then estimates the centers' coordinate optima
-        without bias. The weight statistics use the centers' sender pairs,
-        scaled by (entities in the pool) / (centers): an unbiased estimate
-        of their sum over all pairs.
+        without bias. The weights then take a damped Newton step on the
+        gradient and curvature estimated from the centers' sender pairs
+        (:meth:`_weight_system`, :meth:`_newton_weights`).
         """
         N, R, D = store.n_entities, store.n_relations, self.n_components
         lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen = self._local_pairs(
@@ -1032,72 +1030,163 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         n_loc = ents.size
         q = expit(self._logits[ents])
         uniforms = rng.random_sample((self.n_mc_samples, n_loc, D))
-        if update_q:
-            out = np.empty((n_loc, D))
-            _kernels.mcvi_mean_deltas(
-                lsnd,
-                lrcv,
-                rel,
-                *_kernels.pair_keys(lsnd, rel, n_loc),
-                *_kernels.pair_keys(lrcv, rel, n_loc),
-                x,
-                q,
-                float(logit(self.feature_prior)),
-                self._b,
-                self._W,
-                self._diag,
-                uniforms,
-                w_snd,
-                w_rcv,
-                out,
-            )
-            step = (self._visits[centers] + self.learning_offset) ** (
-                -self.learning_decay
-            )
-            new = (1.0 - step[:, None]) * self._logits[centers] + step[:, None] * out[
-                lcen
-            ]
-            self._logits[centers] = np.clip(new, -_MAX_LOGIT, _MAX_LOGIT)
-            self._visits[centers] += 1
-            q[lcen] = expit(self._logits[centers])
-        # weight statistics of this step (the centers' sender pairs), then
-        # their running averages
-        scale = (N if store.nonlinks else np.count_nonzero(
-            store.out_deg + store.in_deg)) / centers.size
-        sel = w_snd > 0.0
-        lsnd, lrcv, rel, x = lsnd[sel], lrcv[sel], rel[sel], x[sel]
-        weight = w_snd[sel] * scale
-        skeys = _kernels.pair_keys(lsnd, rel, n_loc)
-        rkeys = _kernels.pair_keys(lrcv, rel, n_loc)
-        A = _kernels.weight_system(lsnd, lrcv, rel, q, R, self._diag, skeys, weight)
-        rhs0, rhsW = np.empty(R), np.empty((R, D, D))
-        _kernels.mc_weight_rhs(
+        out = np.empty((n_loc, D))
+        _kernels.mcvi_mean_deltas(
             lsnd,
             lrcv,
             rel,
-            *skeys,
-            *rkeys,
+            *_kernels.pair_keys(lsnd, rel, n_loc),
+            *_kernels.pair_keys(lrcv, rel, n_loc),
             x,
             q,
+            float(logit(self.feature_prior)),
             self._b,
             self._W,
             self._diag,
             uniforms,
-            weight,
-            rhs0,
-            rhsW,
+            w_snd,
+            w_rcv,
+            out,
         )
-        if self._stats is None:
-            self._stats = [A, rhs0, rhsW]
-        else:
-            r = (self._step + self.learning_offset) ** (-self.learning_decay)
-            for old, new in zip(self._stats, (A, rhs0, rhsW), strict=True):
-                old *= 1.0 - r
-                old += r * new
-        b, W = self._b.copy(), self._W.copy()
-        _kernels.solve_weights(*self._stats, self.alpha, self._diag, b, W)
-        self._b, self._W = b, W
+        step = (self._visits[centers] + self.learning_offset) ** (
+            -self.learning_decay
+        )
+        new = (1.0 - step[:, None]) * self._logits[centers] + step[:, None] * out[
+            lcen
+        ]
+        self._logits[centers] = np.clip(new, -_MAX_LOGIT, _MAX_LOGIT)
+        self._visits[centers] += 1
+        q[lcen] = expit(self._logits[centers])
+        # a damped Newton step of the weights on this step's pairs
+        system = self._weight_system(
+            store, centers, (lsnd, lrcv, rel, x, w_snd), q, uniforms
+        )
+        self._newton_weights(
+            system, (self._step + self.learning_offset) ** (-self.learning_decay)
+        )
         self._step += 1
+
+    def _weight_system(self, store, centers, local, q, uniforms):
+        """The weight objective of a stochastic step: gradient and curvature.
+
+        Only the centers' sender pairs (``w_snd > 0``) enter, weighted and
+        scaled by (entities in the pool) / (centers), so that both are
+        unbiased estimates of sums over all pairs. ``gradient(b, W)``: the
+        Monte Carlo estimate of ``sum_p w_p E_q[g'(eta_p) f_p]`` (the
+        residual form of :func:`_kernels.mc_weight_rhs`, since the mean of
+        the truncated normal minus its location is g'(eta) for the probit
+        log-likelihood g), as ``(grad0 (R,), gradW (R, D, D))``.
+        ``curvature(b, W)``: ``sum_p w_p c_p E_q[f_p f_p^T]`` with c_p =
+        -g''(E_q eta_p), the curvature at the pair's mean linear predictor
+        (:func:`_kernels.weight_system` with these weights), shape (R, F, F).
+        """
+        lsnd, lrcv, rel, x, w_snd = local
+        N, R, D = store.n_entities, store.n_relations, self.n_components
+        n_loc = q.shape[0]
+        pool = N if store.nonlinks else np.count_nonzero(store.out_deg + store.in_deg)
+        sel = w_snd > 0.0
+        lsnd, lrcv, rel, x = lsnd[sel], lrcv[sel], rel[sel], x[sel]
+        weight = w_snd[sel] * (pool / centers.size)
+        skeys = _kernels.pair_keys(lsnd, rel, n_loc)
+        rkeys = _kernels.pair_keys(lrcv, rel, n_loc)
+        diag = self._diag
+
+        class _System:
+            @staticmethod
+            def gradient(b, W):
+                g0, gW = np.empty(R), np.empty((R, D, D))
+                _kernels.mc_weight_rhs(
+                    lsnd, lrcv, rel, *skeys, *rkeys, x, q, b, W, diag, uniforms,
+                    weight, True, g0, gW,
+                )
+                return g0, gW
+
+            @staticmethod
+            def curvature(b, W):
+                mean, var = np.empty(lsnd.size), np.empty(lsnd.size)
+                _kernels.pair_mean_and_variance(
+                    lsnd, lrcv, rel, q, b, W, diag, mean, var
+                )
+                return _kernels.weight_system(
+                    lsnd, lrcv, rel, q, R, diag, skeys,
+                    weight * _probit_curvature(x, mean),
+                )
+
+        return _System
+
+    def _newton_weights(self, system, step):
+        """(b, W) <- (b, W) + t * Newton direction of the penalized weight
+        objective (ridge ``alpha`` on W), with t <= ``step``.
+
+        The curvature is taken at the pairs' mean linear predictors, which
+        can underestimate it; so if the directional derivative changes sign
+        between 0 and ``step``, t is the secant root of the directional
+        derivative instead (one more gradient evaluation). Direction
+        entries are capped at 1 in absolute value. Returns the largest
+        change of an entry.
+        """
+        R, D = self._W.shape[0], self.n_components
+        F = D + 1 if self._diag else D * D + 1
+        ridge = np.full(F, float(self.alpha))
+        ridge[0] = 0.0
+
+        def pack(b, W):
+            if self._diag:
+                return np.column_stack([b, np.diagonal(W, axis1=1, axis2=2)])
+            return np.column_stack([b, W.reshape(R, D * D)])
+
+        def unpack(v):
+            b, W = v[:, 0].copy(), np.zeros((R, D, D))
+            if self._diag:
+                W[:, np.arange(D), np.arange(D)] = v[:, 1:]
+            else:
+                W[:] = v[:, 1:].reshape(R, D, D)
+            return b, W
+
+        def ascent(v):  # penalized gradient at v, (R, F)
+            return pack(*system.gradient(*unpack(v))) - ridge * v
+
+        v = pack(self._b, self._W)
+        g = ascent(v)
+        H = system.curvature(self._b, self._W)
+        d = np.zeros_like(v)
+        for r in range(R):
+            if H[r, 0, 0] <= 0:
+                continue
+            M = H[r] + np.diag(ridge)
+            M[np.diag_indices_from(M)] += 1e-9 * (1.0 + np.abs(np.diagonal(M)).max())
+            d[r] = np.clip(np.linalg.solve(M, g[r]), -1.0, 1.0)
+        slope0 = float(np.sum(g * d))
+        t = step
+        if slope0 > 0:
+            slope1 = float(np.sum(ascent(v + t * d) * d))
+            if slope1 < 0:  # past the maximum along d: secant root
+                t *= slope0 / (slope0 - slope1)
+        self._b, self._W = unpack(v + t * d)
+        return float(np.abs(t * d).max()) if d.size else 0.0
+
+    def _start_weights(self, store, rng):
+        """Weights of a stochastic run's start: Newton's method on one batch.
+
+        At the start's q, the weight objective of one minibatch (its pairs
+        and samples fixed) is maximized by up to 50 Newton steps, until no
+        entry moves by more than 1e-4. (The EM step of the full sweeps moves
+        very slowly when links are rare: its curvature counts every
+        non-link as much as a link, while the probit log-likelihood of a
+        far-from-linked pair is nearly flat.)
+        """
+        N = store.n_entities
+        centers = np.sort(self._pool(store, rng)[: self._batch() or N])
+        lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen = self._local_pairs(
+            store, centers, rng
+        )
+        q = expit(self._logits[ents])
+        uniforms = rng.random_sample((self.n_mc_samples, ents.size, self.n_components))
+        system = self._weight_system(store, centers, (lsnd, lrcv, rel, x, w_snd), q,
+                                     uniforms)
+        for _ in range(50):
+            if self._newton_weights(system, 1.0) < 1e-4:
+                break
 
     def _stochastic_elbo(self, store, rng):
         """ELBO per listed row: exact over the listed pairs ("unobserved"),
@@ -1384,25 +1473,15 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         return tags
 
 
-def _spectral_start(pairs, N, R, D, rng):
-    """IRM-like start: k-means clusters of a truncated SVD of the link tensor.
+def _link_matrix(pairs, N, R):
+    """The N x 3 R N sparse matrix of every entity's training links.
 
-    Every entity's row holds its out-links, its in-links and its links in
-    either direction in every relation (an N x 3 R N sparse matrix of the
-    training links; the third block makes undirected input, listed once per
-    pair, look the same from both ends); its top singular
-    vectors, row-normalized, are clustered into D groups by k-means, and
-    q_id = 0.9 for the entity's cluster, 0.1 for the others. Cost O(links
-    D + N D^2) (randomized SVD, k-means).
+    Row i holds i's out-links, its in-links and its links in either
+    direction, in every relation (the third block makes undirected input,
+    listed once per pair, look the same from both ends). O(links).
     """
-    from sklearn.cluster import KMeans
-    from sklearn.decomposition import TruncatedSVD
-
     links = pairs.x > 0.5
     s, t, r = pairs.snd[links], pairs.rcv[links], pairs.rel[links]
-    q = np.full((N, D), 0.1)
-    if s.size == 0 or N <= D:
-        return rng.uniform(0.05, 0.95, size=(N, D))
     B = sp.csr_matrix(
         (
             np.ones(4 * s.size),
@@ -1420,6 +1499,25 @@ def _spectral_start(pairs, N, R, D, rng):
         ),
         shape=(N, 3 * R * N),
     )
+    B.sum_duplicates()
+    return B
+
+
+def _spectral_start(pairs, N, R, D, rng):
+    """IRM-like start: k-means clusters of a truncated SVD of the link tensor.
+
+    The rows of :func:`_link_matrix` are reduced by a truncated SVD to D
+    dimensions, row-normalized and clustered into D groups by k-means;
+    q_id = 0.9 for the entity's cluster, 0.1 for the others. Cost O(links
+    D + N D^2) (randomized SVD, k-means).
+    """
+    from sklearn.cluster import KMeans
+    from sklearn.decomposition import TruncatedSVD
+
+    B = _link_matrix(pairs, N, R)
+    q = np.full((N, D), 0.1)
+    if B.nnz == 0 or N <= D:
+        return rng.uniform(0.05, 0.95, size=(N, D))
     k = max(1, min(D, min(B.shape) - 1))
     seed = rng.randint(np.iinfo(np.int32).max)
     U = TruncatedSVD(k, random_state=seed).fit_transform(B)
@@ -1428,6 +1526,46 @@ def _spectral_start(pairs, N, R, D, rng):
     labels = KMeans(D, n_init=3, random_state=seed).fit_predict(U)
     q[np.arange(N), labels] = 0.9
     return q
+
+
+def _nmf_start(pairs, N, R, D, rng):
+    """Overlapping start: non-negative factors of the link tensor.
+
+    The non-negative matrix factorization :math:`B \approx U V` of
+    :func:`_link_matrix` (scikit-learn's NMF, D components, NNDSVD start,
+    100 iterations of coordinate descent) gives every entity a non-negative
+    loading U_id on each of D link patterns, which may overlap, as the
+    features do, and q_id = 0.05 + 0.9 U_id / (U_id + mean_i U_id), which
+    keeps the order of the loadings. On the planted networks of
+    the User Guide this recovers the features far better than the spectral
+    partition (one feature per entity) or a random start, from which the
+    ascent stalls in worse optima. Cost O(links D) per NMF iteration.
+    """
+    from sklearn.decomposition import NMF
+
+    B = _link_matrix(pairs, N, R)
+    if B.nnz == 0 or N <= D:
+        return rng.uniform(0.05, 0.95, size=(N, D))
+    seed = rng.randint(np.iinfo(np.int32).max)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        U = NMF(D, init="nndsvd", max_iter=100, random_state=seed).fit_transform(B)
+    # q_id = 0.05 + 0.9 U_id / (U_id + mean_i U_id): monotone in the loading
+    # (no threshold to choose), 1/2 at the column's mean loading
+    scale = U.mean(axis=0, keepdims=True)
+    q = 0.05 + 0.9 * U / (U + np.where(scale > 0, scale, 1.0))
+    return q
+
+
+def _probit_curvature(x, eta):
+    """-g''(eta) of the probit log-likelihood g = log Phi(+-eta), in (0, 1).
+
+    With lam = phi(eta) / Phi(s eta), s = +1 for a link, -1 for a non-link:
+    -g'' = lam (lam + s eta). Computed from log densities (no 0/0).
+    """
+    s = np.where(x > 0.5, 1.0, -1.0)
+    lam = np.exp(-0.5 * eta**2 - 0.5 * np.log(2 * np.pi) - log_ndtr(s * eta))
+    return np.clip(lam * (lam + s * eta), 0.0, 1.0)
 
 
 _MONITOR_SIZE = 20_000

@@ -708,6 +708,7 @@ def mc_weight_rhs(
     diag,
     uniforms,
     weight,
+    residual,
     out0,
     outW,
 ):
@@ -721,7 +722,12 @@ def mc_weight_rhs(
     maximizes the minorizer. ``out0[r] = E sum_p ybar_p``, ``outW[r, d, e] =
     E sum_p ybar_p z_id z_je`` (pairs of relation r), accumulated per sender
     key in O(P D + K_s D^2) per sample. ``weight`` (P,) weighs the pairs
-    (empty: weight 1). Checked against enumeration in
+    (empty: weight 1). With ``residual`` the kernel accumulates ``ybar_p(z)
+    - eta_p(z)`` instead of ``ybar_p(z)``: since ``E_q[f_p eta_p] = E_q[f_p
+    f_p^T] w``, the right-hand side is then ``A w + out`` with the exact A
+    of :func:`weight_system`, a control variate that removes the sampling
+    noise of the large ``f eta`` part (needed when links are rare and the
+    sampled non-links carry large weights). Checked against enumeration in
     ``test_mc_weight_rhs_and_the_em_w_step_on_the_true_elbo``.
     """
     S, N, D = uniforms.shape
@@ -741,7 +747,11 @@ def mc_weight_rhs(
             w = _pair_weight(weight, p)
             if w == 0.0:
                 continue
-            ybar = w * truncated_normal_mean(x[p], _eta(i, r, z, b, fr[rkey[p]]))
+            eta = _eta(i, r, z, b, fr[rkey[p]])
+            ybar = truncated_normal_mean(x[p], eta)
+            if residual:
+                ybar -= eta
+            ybar *= w
             part0[s, r] += ybar
             k = skey[p]
             for e in range(D):
