@@ -161,6 +161,7 @@ def _mean_cosine(model, which):
     return float((U @ U.T)[np.triu_indices(len(U), 1)].mean())
 
 
+@pytest.mark.slow
 def test_diversity_strength_spreads_the_experts():
     # The Type II MABN pulls u_i towards -sum_{j<i} u_j, so a large kappa
     # drives the K directions towards a regular simplex, mean pairwise cosine
@@ -199,6 +200,7 @@ def test_pr_regularization_spreads_the_experts():
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("train_seed, test_seed, floor", [(0, 1, 0.89), (1, 101, 0.90)])
 def test_two_regimes_every_method_with_defaults(train_seed, test_seed, floor):
     """Issue 12's task: 2,000 rows, 20 features, 5% flipped labels, K = 4.
@@ -514,6 +516,7 @@ def test_bad_parameters_and_predict_checks():
         m.transform(np.full((2, 3), np.nan))
 
 
+@pytest.mark.slow
 def test_pipeline_and_grid_search():
     X, y = _two_expert_data(300, seed=8)
     Xt, yt = _two_expert_data(1000, seed=15)

@@ -164,6 +164,7 @@ def _angle(U, i, j):
     return np.arccos(np.clip(np.einsum("np,np->n", U[:, i], U[:, j]), -1, 1))
 
 
+@pytest.mark.slow
 def test_sampler_without_data_samples_mabn_prior():
     K, p, kappa, a1, a2 = 2, 3, 2.0, 2.0, 1.5
     mu0 = np.array([1.0, 1.0, 1.0]) / np.sqrt(3)
@@ -188,6 +189,7 @@ def test_sampler_without_data_samples_mabn_prior():
         assert 0.05 < res.acceptance_rates[key] < 0.99
 
 
+@pytest.mark.slow
 def test_truncation_correction_is_needed():
     # small shape, large proposal scale: many proposals near 0 are truncated.
     # [D] Without the factor Phi(g/s)/Phi(g'/s) the kernel is in detailed
@@ -216,6 +218,7 @@ def test_truncation_correction_is_needed():
     assert stats.kstest(g_good, biased).pvalue < 1e-4
 
 
+@pytest.mark.slow
 def test_sampler_one_expert_posterior_matches_grid():
     # n = 5, p = 2, K = 1: posterior of beta = g (cos t, sin t) on a grid
     X = np.array([[1.0, 0.5], [-0.3, 1.2], [0.8, -1.0], [1.5, 0.2], [-1.0, -0.4]])

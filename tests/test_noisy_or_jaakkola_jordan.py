@@ -352,6 +352,7 @@ def _matched_cosines(true, learned):
     return cos[rows, cols]
 
 
+@pytest.mark.slow
 def test_em_on_synthetic_data_finds_patterns():
     """1000 rows of make_noisy_or: large gain in bound, some patterns recovered.
 

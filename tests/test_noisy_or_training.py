@@ -125,6 +125,7 @@ def test_window_is_short_on_reuters_and_grows_on_wide_sparse_data():
     assert 2 <= window <= 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [2, 3])
 def test_delayed_updates_train_as_well_as_plain_adam(seed, monkeypatch):
     """On wide data (window > 1) training reaches the ELBO and the causes of plain Adam."""

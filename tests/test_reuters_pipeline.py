@@ -21,6 +21,7 @@ def reuters():
     return load_reuters(subset="train"), load_reuters(subset="test")
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("inference", ["acp", "avi", "svi", "jj"])
 def test_pipeline_exact_match_on_reuters(reuters, inference):
