@@ -592,3 +592,15 @@ def test_unused_experts_are_reported():
     assert m.n_active_experts_[0] == 2
     used = np.sort(m.expert_usage_[0])[::-1]
     assert used[1] > 0.2 and used[2] < 0.01
+
+
+def test_one_dimensional_directions_are_refused_with_a_clear_error():
+    """Found by the property test: one column without intercept gave "the
+    dimension p must be an integer >= 2" from deep inside the vMF code."""
+    X = np.random.RandomState(0).normal(size=(20, 1))
+    y = (X[:, 0] > 0).astype(int)
+    with pytest.raises(ValueError, match="fit_intercept=False"):
+        DiversityMixtureOfExperts(2, fit_intercept=False).fit(X, y)
+    # the Gaussian prior has no directions: it fits
+    DiversityMixtureOfExperts(2, prior="gaussian", fit_intercept=False,
+                              max_iter=3).fit(X, y)

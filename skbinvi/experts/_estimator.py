@@ -521,6 +521,12 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         self.classes_ = classes
         Xd = self._design(X)
         p, K = Xd.shape[1], self.n_components
+        if p < 2 and self.prior == "mabn":
+            raise ValueError(
+                f"The MABN prior needs directions in at least 2 dimensions; X has "
+                f"{X.shape[1]} column(s) and fit_intercept={self.fit_intercept}, "
+                f"so the experts live in {p}. Set fit_intercept=True, add "
+                "features, or use prior='gaussian'.")
         if self.prior == "gaussian" and K * p * p > _GAUSSIAN_MAX_ENTRIES:
             raise ValueError(
                 f"prior='gaussian' stores {K} covariance matrices of {p} x {p} "
