@@ -42,7 +42,7 @@ def log1mexp(u):
     ``np.log1p(-np.exp(-u))`` above, the accurate branches of Maechler (2012),
     "Accurately computing log(1 - exp(-|a|))". This is f(u) of the noisy-OR
     likelihood, log p(x_i = 1 | z) with u = theta_i0 + sum_k theta_ik z_k
-    (METHODS.md section 2).
+    (user guide, noisy-OR model).
     """
     if u <= 0.0:
         return -math.inf
@@ -90,7 +90,8 @@ def log_ndtr(t):
     Below -20 the asymptotic series log Phi(t) = -t^2/2 - log(-t) -
     log sqrt(2 pi) + log(1 - 1/t^2 + 3/t^4 - 15/t^6 + ...) is used, with ten
     terms (truncation error below 1e-14 relative at t = -20). Used by the
-    probit link of the latent feature relational model (METHODS.md section 1).
+    probit link of the latent feature relational model (user guide, latent
+    feature relational model).
     """
     if t > 0.0:
         return math.log1p(-0.5 * math.erfc(t * _SQRT1_2))
@@ -117,8 +118,8 @@ def inverse_mills_ratio(t):
 
     The mean of a unit-variance normal with location m truncated to [0, inf)
     is ``m + inverse_mills_ratio(m)``, and truncated to (-inf, 0) it is
-    ``m - inverse_mills_ratio(-m)`` (METHODS.md section 1, the "cavi"
-    updates). Computed as exp(log phi(t) - log Phi(t)); tends to -t as
+    ``m - inverse_mills_ratio(-m)`` (user guide, latent feature relational
+    model, the "cavi" updates). Computed as exp(log phi(t) - log Phi(t)); tends to -t as
     t -> -inf and to 0 as t -> +inf.
     """
     return math.exp(log_normal_pdf(t) - log_ndtr(t))

@@ -1,4 +1,4 @@
-"""The latent feature relational model (METHODS.md section 1)."""
+"""The latent feature relational model (user guide: ``doc/modules/relational.rst``)."""
 
 from ._estimator import LatentFeatureRelational
 
