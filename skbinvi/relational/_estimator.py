@@ -1192,31 +1192,23 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         """ELBO per listed row: exact over the listed pairs ("unobserved"),
         estimated on the monitoring sample ("nonlinks")."""
         if not store.nonlinks:
-            pairs = _Pairs(store.snd, store.rcv, store.rel, store.x, store.n_entities)
-            return self._elbo_pairs(pairs)
+            if getattr(store, "pairs", None) is None:  # keys built once
+                store.pairs = _Pairs(
+                    store.snd, store.rcv, store.rel, store.x, store.n_entities
+                )
+            return self._elbo_pairs(store.pairs)
         if getattr(store, "monitor", None) is None:  # once per set of pairs
             store.monitor = _monitor_sample(store, rng)
         pairs, weight = store.monitor
-        out = np.empty(pairs.x.size)
-        _kernels.expected_pair_log_likelihood(
-            pairs.snd,
-            pairs.rcv,
-            pairs.rel,
-            *pairs.rkeys,
-            pairs.x,
-            expit(self._logits),
-            self._b,
-            self._W,
-            self._diag,
-            self._elbo_seed,
-            self.n_elbo_samples,
-            out,
-        )
-        kl = _kernels.kl_features(expit(self._logits), self.feature_prior)
-        return float((out @ weight - kl) / max(store.n_rows, 1))
+        return self._elbo_pairs(pairs, weight=weight, n_rows=max(store.n_rows, 1))
 
-    def _elbo_pairs(self, pairs, q=None):
-        """True ELBO per pair of validated pairs (q: features incl. a prior row)."""
+    def _elbo_pairs(self, pairs, q=None, weight=None, n_rows=None):
+        """True ELBO per pair of validated pairs (q: features incl. a prior row).
+
+        ``weight``: inverse-probability weights of sampled pairs, and
+        ``n_rows`` the number the weighted total is divided by (default:
+        every pair weight 1, divided by the number of pairs).
+        """
         q_fit = expit(self._logits)
         q = q_fit if q is None else q
         out = np.empty(pairs.x.size)
@@ -1235,7 +1227,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             out,
         )
         kl = _kernels.kl_features(q_fit, self.feature_prior)
-        return float((out.sum() - kl) / pairs.x.size)
+        total = out.sum() if weight is None else out @ weight
+        return float((total - kl) / (pairs.x.size if n_rows is None else n_rows))
 
     def _elbo_per_sample(self, X, y):
         store = getattr(self, "_store", None)
