@@ -6,6 +6,8 @@ import scipy.sparse as sp
 from scipy import special, stats
 from sklearn.linear_model import LogisticRegression
 
+from skbinvi.experts import _bounds as B
+from skbinvi.experts import _variational as V
 from skbinvi.experts._bounds import (
     VMFGammaParams,
     independent_prior_elbo,
@@ -15,6 +17,8 @@ from skbinvi.experts._mcmc import predict_proba_samples
 from skbinvi.experts._variational import (
     _as_params,
     _check_config,
+    _fixed_aux_statistics,
+    _fixed_aux_weights,
     _FixedAuxLikelihood,
     _prior_term,
     _rowwise_quadratic_forms,
@@ -200,6 +204,14 @@ def test_weighted_gram_and_quadratic_forms_match_numpy():
     ref = np.stack([Xd.T @ (Xd * W[:, k, None]) for k in range(K)])
     np.testing.assert_allclose(Q, ref, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(_weighted_gram(Xd, W), ref, rtol=1e-12, atol=1e-12)
+    # b = X^T G_M and v = G_V^T sq come from the same pass
+    G = rng.normal(size=(n, K))
+    sq = rng.rand(n)
+    for Xa in (X, Xd):
+        b, v, Q2 = _fixed_aux_statistics(Xa, sq, G, W)
+        np.testing.assert_allclose(b, G.T @ Xd, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(v, sq @ W, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(Q2, ref, rtol=1e-12, atol=1e-12)
     A = rng.normal(size=(K, p, p))
     S = A + np.swapaxes(A, 1, 2)
     ref_q = np.stack([np.einsum("np,pq,nq->n", Xd, S[k], Xd) for k in range(K)], axis=1)
@@ -207,6 +219,37 @@ def test_weighted_gram_and_quadratic_forms_match_numpy():
                                atol=1e-12)
     np.testing.assert_allclose(_rowwise_quadratic_forms(Xd, S), ref_q, rtol=1e-12,
                                atol=1e-12)
+
+
+def test_serial_and_parallel_row_passes_agree_and_weights_match_aux():
+    """The serial and parallel variants of the row passes give the same
+    numbers (the parallel one is chosen by size only), and the fixed-auxiliary
+    weights that the objective's pass returns are those of its auxiliaries."""
+    rng = np.random.RandomState(3)
+    n, p, K = 1500, 9, 4  # several chunks of rows
+    X = sp.random(n, p, density=0.4, random_state=rng, format="csr")
+    X.data[:] = rng.normal(size=X.nnz)
+    sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+    sign = np.where(rng.rand(n) < 0.4, 1.0, -1.0)
+    t_b, t_e = rng.normal(size=(n, K)), 3.0 * rng.normal(size=(n, K))
+    coef_b = np.abs(rng.normal(size=(3, K)))
+    coef_e = np.abs(rng.normal(size=(3, K)))
+    coef_e[2] *= 0.1
+    c0 = rng.normal(size=n)
+    args = (sign, sq, t_b, t_e, coef_b, coef_e, c0, True, 50, 1e-10, 1e-12, True)
+    ser = B._objective_rows_serial(*args)
+    par = B._objective_rows_parallel(*args)
+    for a, b in zip(ser, par, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    phi, xi, c, d, _, g_mean, g_second = ser
+    ref_mean, ref_second = _fixed_aux_weights(sign, phi, xi, c, d)
+    np.testing.assert_allclose(g_mean, ref_mean, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(g_second, ref_second, rtol=1e-10, atol=1e-12)
+    idx = V._canonical_csr(X)
+    S = rng.normal(size=(p, p, K))
+    S = np.ascontiguousarray(S + np.swapaxes(S, 0, 1))
+    np.testing.assert_array_equal(V._quadratic_forms_serial(*idx, S),
+                                  V._quadratic_forms_parallel(*idx, S))
 
 
 @pytest.mark.parametrize("sparse", [False, True])

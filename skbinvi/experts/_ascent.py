@@ -35,8 +35,9 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special
 
+from .._numba import njit
 from ._angular import value_and_grad_unchecked
-from ._vmf import _bessel_quantities, _log_normalizer_scaled, log_normalizer
+from ._vmf import _bessel_quantities, log_normalizer
 
 __all__ = ["ObjectiveConfig", "Point", "PriorConstants", "SetObjective", "ascend",
            "direction_parts", "prior_constants", "set_prior"]
@@ -135,12 +136,13 @@ class Point:
             kappa = self.kappa
             p = float(self.mu.shape[1])
             p_arr = np.full(kappa.shape, p)
-            a, aok, omega, da, one_minus_a = _bessel_quantities(p_arr, kappa)
+            a, aok, omega, da, one_minus_a, log_c = _bessel_quantities(
+                p_arr, kappa, with_log_normalizer=True)
             with np.errstate(divide="ignore", invalid="ignore"):
                 num = np.where(kappa > p, da - aok, omega - a * a)
                 d_aok = np.where(kappa > 0.0, num / kappa, 0.0)
             # H[vMF] = -log C_p(kappa) - kappa A = -(log C_p + kappa) + kappa (1 - A)
-            entropy = -_log_normalizer_scaled(p_arr, kappa) + kappa * one_minus_a
+            entropy = -log_c + kappa * one_minus_a
             self._bessel = (a, aok, omega, da, d_aok, entropy)
         return self._bessel
 
@@ -282,39 +284,71 @@ def _mabn(m, cfg, consts, need_grad):
     """Type II MABN lower bound sum_i L_i of the mean directions m (K, p) and dL/dm.
 
     The formulas of :func:`~skbinvi.experts._bounds.mabn_expected_log_prior_lower_bound`
-    with the chord constants precomputed (checked against it in the tests).
+    with the chord constants precomputed (checked against it in the tests),
+    in one compiled pass (:func:`_mabn_kernel`).
     """
-    K = m.shape[0]
-    kp = cfg.kappa_prior
-    S = np.zeros_like(m)
-    if K > 1:
-        S[1:] = np.cumsum(m, axis=0)[:-1]
-    sq = np.einsum("kp,kp->k", m, m)
-    sumsq = np.zeros(K)
-    if K > 1:
-        sumsq[1:] = np.cumsum(sq)[:-1]
-    R = np.arange(K, dtype=np.float64)
-    Q = np.maximum(R + np.einsum("kp,kp->k", S, S) - sumsq, 0.0)
-    sqrtQ = np.sqrt(Q)
-    energy = kp * float(cfg.mu0 @ m[0]) - kp * float(np.einsum("kp,kp->", S, m))
-    z = -consts.root + float(np.sum(consts.f0 + consts.slope[1:] * sqrtQ[1:]))
-    value = energy - z
-    if not need_grad:
-        return value, None
-    ge = -kp * (m.sum(axis=0)[None, :] - m)
-    ge[0] += kp * cfg.mu0
+    value, grad = _mabn_kernel(np.ascontiguousarray(m, dtype=np.float64),
+                               float(cfg.kappa_prior),
+                               np.ascontiguousarray(cfg.mu0, dtype=np.float64),
+                               float(consts.f0), consts.slope, float(consts.root),
+                               need_grad)
+    return value, (grad if need_grad else None)
+
+
+@njit
+def _mabn_kernel(m, kp, mu0, f0, slope, root, need_grad):
+    """Value and gradient (zeros unless ``need_grad``) of the Type II MABN bound.
+
+    With S_i = sum_{j<i} m_j, Q_i = max(i + ||S_i||^2 - sum_{j<i} ||m_j||^2, 0):
+    value = kp mu0.m_0 - kp sum_i S_i.m_i - (-root + sum_{i>=1} [f0 + slope_i
+    sqrt(Q_i)]); dvalue/dm_i = -kp (sum_j m_j - m_i) + [i = 0] kp mu0 -
+    (sum_{l>i} c_l S_l - (sum_{l>i} c_l) m_i), c_l = slope_l / sqrt(Q_l)
+    (0 where Q_l = 0 and for l = 0).
+    """
+    K, p = m.shape
+    S = np.zeros((K, p))
+    for i in range(1, K):
+        for j in range(p):
+            S[i, j] = S[i - 1, j] + m[i - 1, j]
+    energy = 0.0
+    for j in range(p):
+        energy += kp * mu0[j] * m[0, j]
+    z = -root
     coef = np.zeros(K)
-    pos = sqrtQ > 0.0
-    coef[pos] = consts.slope[pos] / sqrtQ[pos]
-    coef[0] = 0.0
-    cS = coef[:, None] * S
-    tail_cS = np.zeros_like(m)
-    tail_c = np.zeros(K)
-    if K > 1:
-        tail_cS[:-1] = np.cumsum(cS[::-1], axis=0)[::-1][1:]
-        tail_c[:-1] = np.cumsum(coef[::-1])[::-1][1:]
-    gz = tail_cS - tail_c[:, None] * m
-    return value, ge - gz
+    sumsq = 0.0
+    for i in range(K):
+        ss = 0.0
+        sm = 0.0
+        mm = 0.0
+        for j in range(p):
+            ss += S[i, j] * S[i, j]
+            sm += S[i, j] * m[i, j]
+            mm += m[i, j] * m[i, j]
+        energy -= kp * sm
+        if i >= 1:
+            q = max(i + ss - sumsq, 0.0)
+            root_q = np.sqrt(q)
+            z += f0 + slope[i] * root_q
+            if root_q > 0.0:
+                coef[i] = slope[i] / root_q
+        sumsq += mm
+    grad = np.zeros((K, p))
+    if need_grad:
+        total = np.zeros(p)
+        for i in range(K):
+            for j in range(p):
+                total[j] += m[i, j]
+        tail_cs = np.zeros(p)
+        tail_c = 0.0
+        for i in range(K - 1, -1, -1):
+            for j in range(p):
+                grad[i, j] = -kp * (total[j] - m[i, j]) - (tail_cs[j] - tail_c * m[i, j])
+            for j in range(p):
+                tail_cs[j] += coef[i] * S[i, j]
+            tail_c += coef[i]
+        for j in range(p):
+            grad[0, j] += kp * mu0[j]
+    return energy - z, grad
 
 
 def _omega(mu, gamma, need_grad):

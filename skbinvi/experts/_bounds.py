@@ -89,6 +89,7 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
+from numba import prange
 from scipy import special
 from sklearn.utils import check_array
 from sklearn.utils.extmath import row_norms
@@ -692,45 +693,63 @@ def optimal_gate_auxiliaries(mean_t, second_t, n_rounds=50, tol=1e-10, c_init=No
 
 
 @njit(inline="always")
-def _gate_newton_row(mean_i, var_i, ci, la, ha, n_rounds, tol):
-    """The safeguarded Newton iteration of :func:`_gate_newton_rows` for one row."""
+def _gate_derivatives(mean_i, var_i, ci, d, e, lam):
+    """h'(c), h''(c) of one row (K >= 2); fills d_j = sqrt(w_j(c)), e_j = exp(-d_j)
+    and lam_j = lam(d_j) (K,) at this c, for :func:`_likelihood_row`."""
     K = mean_i.shape[0]
+    g = 1.0 - 0.5 * K
+    H = 0.0
+    for j in range(K):
+        diff = ci - mean_i[j]
+        dj = np.sqrt(var_i[j] + diff * diff)
+        ej = np.exp(-dj)
+        if dj < 1e-2:
+            d2 = dj * dj
+            lj = 0.125 - d2 / 96.0
+            lpx = -1.0 / 48.0 + d2 / 240.0
+        else:
+            one_p = 1.0 + ej
+            th = (1.0 - ej) / one_p
+            lj = th / (4.0 * dj)
+            lpx = (2.0 * dj * ej / (one_p * one_p) - th) / (4.0 * dj * dj * dj)
+        d[j] = dj
+        e[j] = ej
+        lam[j] = lj
+        g += 2.0 * lj * diff
+        H += 2.0 * (lj + lpx * diff * diff)
+    return g, H
+
+
+@njit(inline="always")
+def _gate_newton_row(mean_i, var_i, ci, la, ha, n_rounds, tol, gain_tol, d, e, lam):
+    """The safeguarded Newton iteration of :func:`_gate_newton_rows` for one row.
+
+    Returns the last c at which the derivatives were evaluated: the step from
+    it is below tol (1 + |c|) when the row converged. ``d``, ``e``, ``lam``
+    (K,) hold d_j, exp(-d_j) and lam(d_j) at that c, so that the caller does
+    not evaluate them again.
+    """
     for _ in range(n_rounds):
-        g = 1.0 - 0.5 * K
-        H = 0.0
-        for j in range(K):
-            diff = ci - mean_i[j]
-            d = np.sqrt(var_i[j] + diff * diff)
-            if d < 1e-2:
-                d2 = d * d
-                lam = 0.125 - d2 / 96.0
-                lpx = -1.0 / 48.0 + d2 / 240.0
-            else:
-                e = np.exp(-d)
-                one_p = 1.0 + e
-                th = (1.0 - e) / one_p
-                lam = th / (4.0 * d)
-                lpx = (2.0 * d * e / (one_p * one_p) - th) / (4.0 * d * d * d)
-            g += 2.0 * lam * diff
-            H += 2.0 * (lam + lpx * diff * diff)
+        g, H = _gate_derivatives(mean_i, var_i, ci, d, e, lam)
+        if H > 0.0 and g * g <= 2.0 * gain_tol * H:
+            return ci
         if g < 0.0:
             la = ci
         elif g > 0.0:
             ha = ci
         scale = tol * (1.0 + abs(ci))
         if g == 0.0:
-            c_new = ci
-        else:
-            ok = False
-            cand = ci
-            if H > 0.0:
-                cand = ci - g / H
-                ok = (cand > la and cand < ha) or abs(cand - ci) <= scale
-            c_new = cand if ok else 0.5 * (la + ha)
-        moving = abs(c_new - ci) > scale
+            return ci
+        ok = False
+        cand = ci
+        if H > 0.0:
+            cand = ci - g / H
+            ok = (cand > la and cand < ha) or abs(cand - ci) <= scale
+        c_new = cand if ok else 0.5 * (la + ha)
+        if not abs(c_new - ci) > scale:
+            return ci
         ci = c_new
-        if not moving:
-            break
+    _gate_derivatives(mean_i, var_i, ci, d, e, lam)
     return ci
 
 
@@ -741,14 +760,16 @@ def _gate_newton_rows(mean_t, var_t, c, lo, hi, n_rounds, tol):
     The iteration of :func:`optimal_gate_auxiliaries` (``method="newton"``)
     with the derivatives of :func:`_gate_profile`, fused per row (one exp
     per row and term per iteration, no (n, K) temporaries); a row stops as
-    soon as its step is below tol (1 + |c|). Checked against the NumPy
-    reference ``method="newton_numpy"`` in
+    soon as its step is below tol (1 + |c|) (and keeps the c before that
+    step). Checked against the NumPy reference ``method="newton_numpy"`` in
     ``tests/test_experts_bounds.py::test_gate_newton_kernel_matches_numpy``.
     """
-    n = mean_t.shape[0]
+    n, K = mean_t.shape
     out = np.empty(n)
+    d, e, lam = np.empty(K), np.empty(K), np.empty(K)
     for i in range(n):
-        out[i] = _gate_newton_row(mean_t[i], var_t[i], c[i], lo[i], hi[i], n_rounds, tol)
+        out[i] = _gate_newton_row(mean_t[i], var_t[i], c[i], lo[i], hi[i], n_rounds, tol,
+                                  0.0, d, e, lam)
     return out
 
 
@@ -981,9 +1002,10 @@ def likelihood_pieces_from_moments(y, mean_b, second_b, mean_e, second_e, phi=No
 
 
 def _optimal_likelihood_pieces(y, mean_b, second_b, mean_e, second_e, n_rounds, tol,
-                               c_init):
+                               c_init, want_weights=False, gain_tol=0.0):
     """:func:`likelihood_pieces_from_moments` at optimal auxiliaries, K >= 2, fused
-    (:func:`_moment_rows`: gate bracket, Newton and pieces in one pass)."""
+    (:func:`_moment_rows`: gate bracket, Newton and pieces in one pass); with
+    ``want_weights`` a last item (G_M, G_V), the fixed-auxiliary weights (n, 2K)."""
     mean_e = np.asarray(mean_e, dtype=np.float64)
     second_e = np.asarray(second_e, dtype=np.float64)
     if mean_e.ndim != 2 or mean_e.shape != second_e.shape:
@@ -994,11 +1016,12 @@ def _optimal_likelihood_pieces(y, mean_b, second_b, mean_e, second_e, n_rounds, 
     c0 = (np.ascontiguousarray(np.broadcast_to(np.asarray(c_init, dtype=np.float64),
                                                (n,))) if use_c0 else np.zeros(1))
     sign = 2.0 * np.asarray(y, dtype=np.float64) - 1.0
-    phi, xi, c, d, terms = _moment_rows(
+    phi, xi, c, d, terms, g_mean, g_second = _moment_rows(
         sign, *(np.ascontiguousarray(v, dtype=np.float64)
                 for v in (mean_b, second_b, mean_e, second_e)),
-        c0, use_c0, int(n_rounds), float(tol))
-    return terms[0], terms[1], terms[2], phi, phi, xi, c, d
+        c0, use_c0, int(n_rounds), float(tol), float(gain_tol), want_weights)
+    out = (terms[0], terms[1], terms[2], phi, phi, xi, c, d)
+    return out + ((g_mean, g_second),) if want_weights else out
 
 
 @njit
@@ -1009,16 +1032,24 @@ def _log_expit(x):
 
 
 @njit(inline="always")
-def _likelihood_row(sign_i, mean_b, second_b, mean_e, var_e, ci, phi, xi, d, a):
-    """Optimal xi, d and phi and the three pieces of the likelihood bound, one row.
+def _likelihood_row(sign_i, mean_b, second_b, mean_e, ci, phi, xi, d, e, lam_d, a,
+                    want_weights, g_mean, g_second):
+    """Optimal xi and phi and the three pieces of the likelihood bound, one row.
 
-    With the optimal auxiliaries the [JJ] quadratic terms vanish (xi^2 =
-    E[t^2], d^2 = E[(t - c)^2]): expert_k = log sigmoid(xi_k) +
-    ((2y - 1) E[t_k] - xi_k)/2, the gate bound is c + sum_j
-    [log(1 + e^{-d_j}) + (E[eta_j^T x] - c + d_j)/2], and phi is the
-    softmax of expert + E[eta^T x]. Fills phi, xi, d (K,); returns (expert
-    term, gate term, entropy) of the row; ``a`` is a (K,) buffer. Checked
-    against the NumPy functions of this module in
+    ``d``, ``e``, ``lam_d`` (K,) hold d_j, exp(-d_j) and lam(d_j) at ``ci``
+    (from :func:`_gate_newton_row`). With the optimal auxiliaries the [JJ]
+    quadratic terms vanish (xi^2 = E[t^2], d^2 = E[(t - c)^2]): expert_k =
+    log sigmoid(xi_k) + ((2y - 1) E[t_k] - xi_k)/2, the gate bound is c +
+    sum_j [log(1 + e^{-d_j}) + (E[eta_j^T x] - c + d_j)/2], and phi is the
+    softmax of expert + E[eta^T x]. Fills phi, xi (K,); returns (expert
+    term, gate term, entropy) of the row; ``a`` is a (K,) buffer. With
+    ``want_weights`` also fills the weights (2K,) of
+    :class:`~skbinvi.experts._variational._FixedAuxLikelihood` at these
+    auxiliaries (experts then gates): G_M = phi (2y - 1)/2, G_V = -phi
+    lam(xi); G_M = phi - 1/2 + 2 c lam(d), G_V = -lam(d), lam(x) =
+    tanh(x/2)/(4x) from the exp(-x) at hand (the series 1/8 - x^2/96 below
+    x = 1e-2, as in :func:`_gate_derivatives`). Checked against the NumPy
+    functions of this module in
     ``tests/test_experts_bounds.py::test_fused_likelihood_kernel_matches_numpy``."""
     K = mean_b.shape[0]
     lse = ci
@@ -1026,11 +1057,16 @@ def _likelihood_row(sign_i, mean_b, second_b, mean_e, var_e, ci, phi, xi, d, a):
     for k in range(K):
         x = np.sqrt(max(second_b[k], 0.0))
         xi[k] = x
-        expert = _log_expit(x) + 0.5 * (sign_i * mean_b[k] - x)
-        diff = mean_e[k] - ci
-        dk = np.sqrt(var_e[k] + diff * diff)
-        d[k] = dk
-        lse += np.log1p(np.exp(-dk)) + 0.5 * (diff + dk)
+        ex = np.exp(-x)
+        # log sigmoid(x) = -log(1 + e^{-x}) for x >= 0
+        expert = -np.log1p(ex) + 0.5 * (sign_i * mean_b[k] - x)
+        if want_weights:
+            # lam(xi) kept in g_second until phi is known
+            if x < 1e-2:
+                g_second[k] = 0.125 - x * x / 96.0
+            else:
+                g_second[k] = (1.0 - ex) / ((1.0 + ex) * 4.0 * x)
+        lse += np.log1p(e[k]) + 0.5 * (mean_e[k] - ci + d[k])
         a[k] = expert + mean_e[k]
         if a[k] > top:
             top = a[k]
@@ -1049,19 +1085,24 @@ def _likelihood_row(sign_i, mean_b, second_b, mean_e, var_e, ci, phi, xi, d, a):
             e_term += pk * (a[k] - mean_e[k])
             g_term += pk * mean_e[k]
             h_term -= pk * (a[k] - top)
+        if want_weights:
+            g_mean[k] = 0.5 * pk * sign_i
+            g_second[k] = -pk * g_second[k]
+            g_mean[K + k] = pk - 0.5 + 2.0 * ci * lam_d[k]
+            g_second[K + k] = -lam_d[k]
     return e_term, g_term - lse, max(h_term, 0.0)
 
 
 @njit(inline="always")
 def _optimal_row(sign_i, mean_b, second_b, mean_e, var_e, c0_i, use_c0, n_rounds, tol,
-                 phi, xi, d, a, terms):
+                 gain_tol, phi, xi, d, e, lam, a, terms, want_weights, g_mean, g_second):
     """One row of :func:`_optimal_likelihood_pieces` from its moments (K,) each.
 
     Bracket [lo, hi] and start of the gate parameter c as in
     :func:`optimal_gate_auxiliaries` (``c0_i`` when ``use_c0``, else
     2 - 4 / K + mean_k E[eta_k^T x]), :func:`_gate_newton_row`, then
-    :func:`_likelihood_row`, whose (expert, gate, entropy) terms are added to
-    ``terms`` (3,). Returns c.
+    :func:`_likelihood_row` at the c it returns, whose (expert, gate,
+    entropy) terms are added to ``terms`` (3,). Returns c.
     """
     K = mean_e.shape[0]
     lo = np.inf
@@ -1076,54 +1117,68 @@ def _optimal_row(sign_i, mean_b, second_b, mean_e, var_e, c0_i, use_c0, n_rounds
     lo = lo - 1.0
     hi = hi + 1.0 + np.log(4.0 * K) + np.sqrt(K * vmax)
     ci = c0_i if use_c0 else 2.0 - 4.0 / K + msum / K
-    ci = _gate_newton_row(mean_e, var_e, min(max(ci, lo), hi), lo, hi, n_rounds, tol)
-    e, g, h = _likelihood_row(sign_i, mean_b, second_b, mean_e, var_e, ci, phi, xi, d, a)
-    terms[0] += e
-    terms[1] += g
-    terms[2] += h
+    ci = _gate_newton_row(mean_e, var_e, min(max(ci, lo), hi), lo, hi, n_rounds, tol,
+                          gain_tol, d, e, lam)
+    r = _likelihood_row(sign_i, mean_b, second_b, mean_e, ci, phi, xi, d, e, lam, a,
+                        want_weights, g_mean, g_second)
+    terms[0] += r[0]
+    terms[1] += r[1]
+    terms[2] += r[2]
     return ci
 
 
+# rows per task of the parallel row passes (each task allocates its (K,) buffers once)
+_ROW_CHUNK = 512
+# row passes with at least this many row-vector pairs (n K) run in parallel
+PARALLEL_MIN_WORK = 200_000
+
+
 @njit
-def _row_outputs(n, K):
-    """Outputs phi, xi, d (n, K), c (n,), buffers a, var_e (K,) and terms (3,)."""
+def _row_outputs(n, K, want_weights):
+    """Outputs phi, xi, d (n, K), c (n,), the weights G_M, G_V ((n, 2K) with
+    ``want_weights``, else (1, 2K), unused) and the row terms (n, 3)."""
+    nw = n if want_weights else 1
     return (np.empty((n, K)), np.empty((n, K)), np.empty((n, K)), np.empty(n),
-            np.empty(K), np.empty(K), np.zeros(3))
+            np.empty((nw, 2 * K)), np.empty((nw, 2 * K)), np.zeros((n, 3)))
 
 
 @njit
-def _moment_rows(sign, mean_b, second_b, mean_e, second_e, c0, use_c0, n_rounds, tol):
-    """:func:`_optimal_likelihood_pieces` in one pass over the rows (K >= 2).
+def _sum_row_terms(row_terms):
+    """Column sums of the (n, 3) row terms in row order (the same for any
+    number of threads)."""
+    out = np.zeros(3)
+    for i in range(row_terms.shape[0]):
+        for j in range(3):
+            out[j] += row_terms[i, j]
+    return out[0], out[1], out[2]
 
-    ``mean_*``, ``second_*`` (n, K) are the projection moments; the gate
-    variances are max(second - mean^2, 0) as in :func:`_gate_moments`.
-    Returns (phi, xi, c, d, (expert, gate, entropy terms)).
-    """
-    n, K = mean_b.shape
-    phi, xi, d, c, a, var_e, terms = _row_outputs(n, K)
-    for i in range(n):
+
+@njit(inline="always")
+def _moment_range(lo, hi, sign, mean_b, second_b, mean_e, second_e, c0, use_c0,
+                  n_rounds, tol, gain_tol, want_weights, phi, xi, d, c, g_mean, g_second,
+                  row_terms):
+    """Rows lo..hi-1 of :func:`_moment_rows` (their own (K,) buffers)."""
+    K = mean_b.shape[1]
+    a, var_e, e, lam = np.empty(K), np.empty(K), np.empty(K), np.empty(K)
+    for i in range(lo, hi):
         for k in range(K):
             var_e[k] = max(second_e[i, k] - mean_e[i, k] * mean_e[i, k], 0.0)
+        w = i if want_weights else 0
         c[i] = _optimal_row(sign[i], mean_b[i], second_b[i], mean_e[i], var_e,
-                            c0[i] if use_c0 else 0.0, use_c0, n_rounds, tol, phi[i],
-                            xi[i], d[i], a, terms)
-    return phi, xi, c, d, (terms[0], terms[1], terms[2])
+                            c0[i] if use_c0 else 0.0, use_c0, n_rounds, tol, gain_tol,
+                            phi[i], xi[i], d[i], e, lam, a, row_terms[i], want_weights,
+                            g_mean[w], g_second[w])
 
 
-@njit
-def _objective_rows(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, tol):
-    """:func:`_moment_rows` of a vMF x Gamma q from the projections.
-
-    ``t_b``, ``t_e`` (n, K) are mu_k^T x_n of the experts and gates, ``coef_*``
-    (3, K) the coefficients (E g A, E g^2 A / kappa, E g^2 (1 - p A / kappa))
-    of :func:`projection_moments`: per row the moments E[a^T x] = c1 t and
-    E[(a^T x)^2] = c2 ||x||^2 + c3 t^2 are formed in (K,) buffers (no (n, K)
-    temporaries), then :func:`_optimal_row`. Returns (phi, xi, c, d, terms).
-    """
-    n, K = t_b.shape
-    phi, xi, d, c, a, var_e, terms = _row_outputs(n, K)
+@njit(inline="always")
+def _objective_range(lo, hi, sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds,
+                     tol, gain_tol, want_weights, phi, xi, d, c, g_mean, g_second,
+                     row_terms):
+    """Rows lo..hi-1 of :func:`_objective_rows` (their own (K,) buffers)."""
+    K = t_b.shape[1]
+    a, var_e, e, lam = np.empty(K), np.empty(K), np.empty(K), np.empty(K)
     mean_b, second_b, mean_e = np.empty(K), np.empty(K), np.empty(K)
-    for i in range(n):
+    for i in range(lo, hi):
         for k in range(K):
             tb = t_b[i, k]
             mean_b[k] = coef_b[0, k] * tb
@@ -1132,10 +1187,102 @@ def _objective_rows(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, to
             m = coef_e[0, k] * te
             mean_e[k] = m
             var_e[k] = max(coef_e[1, k] * sq[i] + coef_e[2, k] * (te * te) - m * m, 0.0)
+        w = i if want_weights else 0
         c[i] = _optimal_row(sign[i], mean_b, second_b, mean_e, var_e,
-                            c0[i] if use_c0 else 0.0, use_c0, n_rounds, tol, phi[i],
-                            xi[i], d[i], a, terms)
-    return phi, xi, c, d, (terms[0], terms[1], terms[2])
+                            c0[i] if use_c0 else 0.0, use_c0, n_rounds, tol, gain_tol,
+                            phi[i], xi[i], d[i], e, lam, a, row_terms[i], want_weights,
+                            g_mean[w], g_second[w])
+
+
+@njit
+def _moment_rows_serial(sign, mean_b, second_b, mean_e, second_e, c0, use_c0, n_rounds,
+                        tol, gain_tol, want_weights):
+    n, K = mean_b.shape
+    phi, xi, d, c, g_mean, g_second, row_terms = _row_outputs(n, K, want_weights)
+    _moment_range(0, n, sign, mean_b, second_b, mean_e, second_e, c0, use_c0, n_rounds,
+                  tol, gain_tol, want_weights, phi, xi, d, c, g_mean, g_second,
+                  row_terms)
+    return phi, xi, c, d, _sum_row_terms(row_terms), g_mean, g_second
+
+
+@njit(parallel=True)
+def _moment_rows_parallel(sign, mean_b, second_b, mean_e, second_e, c0, use_c0,
+                          n_rounds, tol, gain_tol, want_weights):
+    n, K = mean_b.shape
+    phi, xi, d, c, g_mean, g_second, row_terms = _row_outputs(n, K, want_weights)
+    for chunk in prange((n + _ROW_CHUNK - 1) // _ROW_CHUNK):
+        _moment_range(chunk * _ROW_CHUNK, min(n, (chunk + 1) * _ROW_CHUNK), sign,
+                      mean_b, second_b, mean_e, second_e, c0, use_c0, n_rounds, tol,
+                      gain_tol, want_weights, phi, xi, d, c, g_mean, g_second,
+                      row_terms)
+    return phi, xi, c, d, _sum_row_terms(row_terms), g_mean, g_second
+
+
+@njit
+def _objective_rows_serial(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds,
+                           tol, gain_tol, want_weights):
+    n, K = t_b.shape
+    phi, xi, d, c, g_mean, g_second, row_terms = _row_outputs(n, K, want_weights)
+    _objective_range(0, n, sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, tol,
+                     gain_tol, want_weights, phi, xi, d, c, g_mean, g_second,
+                     row_terms)
+    return phi, xi, c, d, _sum_row_terms(row_terms), g_mean, g_second
+
+
+@njit(parallel=True)
+def _objective_rows_parallel(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds,
+                             tol, gain_tol, want_weights):
+    n, K = t_b.shape
+    phi, xi, d, c, g_mean, g_second, row_terms = _row_outputs(n, K, want_weights)
+    for chunk in prange((n + _ROW_CHUNK - 1) // _ROW_CHUNK):
+        _objective_range(chunk * _ROW_CHUNK, min(n, (chunk + 1) * _ROW_CHUNK), sign, sq,
+                         t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, tol, gain_tol,
+                         want_weights, phi, xi, d, c, g_mean, g_second,
+                         row_terms)
+    return phi, xi, c, d, _sum_row_terms(row_terms), g_mean, g_second
+
+
+def use_parallel(n, K):
+    """Whether a pass over n rows and K vectors runs the parallel variant of a
+    kernel: from ``PARALLEL_MIN_WORK`` row-vector pairs on (below, starting
+    the threads costs more than they save; both variants give the same
+    numbers)."""
+    return n * K >= PARALLEL_MIN_WORK
+
+
+def _moment_rows(sign, mean_b, second_b, mean_e, second_e, c0, use_c0, n_rounds, tol,
+                 gain_tol, want_weights):
+    """:func:`_optimal_likelihood_pieces` in one pass over the rows (K >= 2).
+
+    ``mean_*``, ``second_*`` (n, K) are the projection moments; the gate
+    variances are max(second - mean^2, 0) as in :func:`_gate_moments`.
+    Returns (phi, xi, c, d, (expert, gate, entropy terms), G_M, G_V), the
+    last two the fixed-auxiliary weights (n, 2K) of :func:`_likelihood_row`
+    (only with ``want_weights``). Large passes run in parallel chunks of
+    rows (:func:`use_parallel`); each row's terms are kept and summed in row
+    order, so the result does not depend on the number of threads.
+    """
+    kernel = (_moment_rows_parallel if use_parallel(*mean_b.shape)
+              else _moment_rows_serial)
+    return kernel(sign, mean_b, second_b, mean_e, second_e, c0, use_c0, n_rounds, tol,
+                  gain_tol, want_weights)
+
+
+def _objective_rows(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, tol,
+                    gain_tol, want_weights):
+    """:func:`_moment_rows` of a vMF x Gamma q from the projections.
+
+    ``t_b``, ``t_e`` (n, K) are mu_k^T x_n of the experts and gates, ``coef_*``
+    (3, K) the coefficients (E g A, E g^2 A / kappa, E g^2 (1 - p A / kappa))
+    of :func:`projection_moments`: per row the moments E[a^T x] = c1 t and
+    E[(a^T x)^2] = c2 ||x||^2 + c3 t^2 are formed in (K,) buffers (no (n, K)
+    temporaries), then :func:`_optimal_row`. Returns (phi, xi, c, d, terms,
+    G_M, G_V) as :func:`_moment_rows` (serial or parallel in the same way).
+    """
+    kernel = (_objective_rows_parallel if use_parallel(*t_b.shape)
+              else _objective_rows_serial)
+    return kernel(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, tol,
+                  gain_tol, want_weights)
 
 
 def likelihood_bound(X, y, beta, eta, phi=None, *, xi=None, c=None, d=None,

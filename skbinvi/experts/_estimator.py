@@ -53,8 +53,14 @@ _GAUSSIAN_INIT_SCALE = 0.1
 # iterations is continued
 _N_CANDIDATES = 4
 _CANDIDATE_ITER = 10
-# candidates run on at most this many random rows (the basin is chosen there)
+# candidates run on at most this many random rows (the basin is chosen there),
+# the continuation of the best on at most _START_ROWS (those rows and more):
+# the start costs O(1) in n, and the vi / pr iterations refine it on all rows
+# (full Adult, K = 30: continuing on all 32,561 rows cost about 40% of a 40-
+# iteration fit; final ELBO -12,593 nats from it, -12,728 from 4,000 rows,
+# -12,583 from the 2,000 candidate rows alone, test accuracy 0.850-0.851)
 _CANDIDATE_ROWS = 2000
+_START_ROWS = 4000
 # the gates are dead when the mean row entropy of the responsibilities is
 # above this fraction of log K
 _DEAD_GATE_ENTROPY = 0.99
@@ -566,7 +572,8 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
 
         Each candidate starts at small random means and runs
         ``_CANDIDATE_ITER`` iterations on at most ``_CANDIDATE_ROWS`` random
-        rows; the one with the highest ELBO runs ``n_iter`` more on all rows.
+        rows; the one with the highest ELBO runs ``n_iter`` more on at most
+        ``_START_ROWS`` rows (all rows when there are no more).
         The BMEM-G ELBO has poor local
         optima (one expert taking every row, or four sectors where two
         regimes would do), and which basin a run falls into is decided in its
@@ -586,7 +593,12 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
             if best is None or state.value > best.value:
                 best = state
         if rows.size < X.shape[0]:
-            best.aux = None  # recomputed on all rows
+            best.aux = None  # recomputed on the continuation's rows
+            if n_iter > 0 and X.shape[0] > _START_ROWS:  # candidates' rows + others
+                rest = np.setdiff1d(np.arange(X.shape[0]), rows)
+                more = rng.choice(rest, _START_ROWS - rows.size, replace=False)
+                rows = np.sort(np.concatenate([rows, more]))
+                X, y = X[rows], y[rows]
             sq = row_norms(X, squared=True)
         for _ in range(n_iter):
             gaussian_iteration(X, y, sq, best, self.prior_std)

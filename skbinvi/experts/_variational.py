@@ -56,12 +56,16 @@ Algorithm (coordinate ascent; each step does not decrease the objective):
    fixed-auxiliary objective is >= its value at the current q (= F_t);
    after an accepted step h doubles (capped at ``_MAX_STEP``). Re-optimizing
    the auxiliaries in step 1 can then only increase it further.
+3. over-relaxation [SR] of the outer iterations (:func:`variational_iteration`):
+   the extrapolated q0 + omega (q1 - q0) is evaluated first and kept when it
+   beats the fixed-auxiliary value at q1, otherwise q1.
 
 Stop when (F_t - F_{t-1}) / max(|F_{t-1}|, 1) < tol, when no step is
 accepted (h below ``_MIN_STEP``), or after ``max_iter`` iterations. Cost per
-iteration O(nnz(X) K) (dense: O(n K p)) per objective evaluation, plus
-O(K^2 p) for Omega / MABN; the number of evaluations per iteration is 1 +
-the number of halvings.
+iteration: one or two passes over the rows at optimal auxiliaries
+(O(nnz(X) K), dense O(n K p); the row passes run in parallel), the
+statistics of :class:`_FixedAuxLikelihood` (O(sum_n nnz_n^2 K)), then the
+inner ascent at O(K p^2 + K^2 p) per evaluation.
 
 Sources
 -------
@@ -69,6 +73,8 @@ Sources
 Latent Variable Models", ICML 2016 (main paper; supplement sections 2, 4).
 [AM] P.-A. Absil, R. Mahony, R. Sepulchre, "Optimization Algorithms on
 Matrix Manifolds", 2008 (retraction-based line search, section 4.2).
+[SR] R. Salakhutdinov, S. Roweis, "Adaptive Overrelaxed Bound Optimization
+Methods", ICML 2003 (the adaptive over-relaxation of the outer iterations).
 [D] our derivations, stated here and tested in
 tests/test_experts_variational.py.
 """
@@ -77,6 +83,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
+from numba import prange
 from scipy.linalg import lapack
 from sklearn.utils import check_random_state
 from sklearn.utils.extmath import row_norms
@@ -98,6 +105,8 @@ from ._bounds import (
     _LAM_SMALL,
     VMFGammaParams,
     _objective_rows,
+    _optimal_likelihood_pieces,
+    use_parallel,
     _check_X,
     _check_y,
     gamma_kl,
@@ -127,6 +136,11 @@ _WARM_SHAPE = 5.0
 # controls of the gate solver (the defaults of likelihood_pieces_from_moments)
 _GATE_ROUNDS = 50
 _GATE_TOL = 1e-10
+# the fit's gate solver also stops a row when one more Newton step would
+# tighten its bound by less than this (nats; the predicted gain g^2 / (2 h''));
+# on Adult, K = 30, the bound moves by 2e-9 nats in total and the solver
+# saves about one round in four
+_GATE_GAIN_TOL = 1e-12
 # over-relaxation factors of the outer iterations (adaptive, [SR])
 _MIN_OMEGA = 2.0
 _MAX_OMEGA = 16.0
@@ -339,35 +353,84 @@ def variational_objective(X, y, beta, eta, *, method="vi", kappa_prior=1.0, mu0=
 # ---------------------------------------------------------------------------
 
 
-@njit
-def _weighted_gram_csr(indptr, indices, data, weights, p):
-    """Q[k] = X^T diag(weights[:, k]) X for CSR X with sorted, unique indices.
+# row chunks of the weighted Gram pass: a fixed number (not one per thread),
+# each with its own accumulator, added in chunk order, so that the statistics
+# do not depend on the number of threads
+_GRAM_CHUNKS = 2
 
-    O(sum_n nnz_n (nnz_n + 1) / 2 K) multiply-adds; the (p, p, K) accumulator
-    keeps the inner loop over k contiguous; returns (K, p, p), symmetric.
-    Checked against the NumPy product X^T (X * w) in
-    ``tests/test_experts_variational.py::test_weighted_gram_and_quadratic_forms_match_numpy``.
-    """
-    n, K = weights.shape
-    acc = np.zeros((p, p, K))
-    for i in range(n):
+
+@njit(inline="always")
+def _statistics_chunk(ch, indptr, indices, data, sq, g_mean, g_second, acc, acc_b,
+                      acc_v):
+    """Rows of chunk ``ch`` of :func:`_fixed_aux_statistics_csr` into its accumulators."""
+    n, K = g_second.shape
+    size = (n + _GRAM_CHUNKS - 1) // _GRAM_CHUNKS
+    Qc, bc, vc = acc[ch], acc_b[ch], acc_v[ch]
+    for i in range(ch * size, min(n, (ch + 1) * size)):
         lo, hi = indptr[i], indptr[i + 1]
+        for k in range(K):
+            vc[k] += sq[i] * g_second[i, k]
         for a in range(lo, hi):
             ja = indices[a]
             xa = data[a]
+            for k in range(K):
+                bc[ja, k] += xa * g_mean[i, k]
             for b in range(a, hi):
                 jb = indices[b]
                 xab = xa * data[b]
                 for k in range(K):
-                    acc[ja, jb, k] += weights[i, k] * xab
-    out = np.empty((K, p, p))
+                    Qc[ja, jb, k] += g_second[i, k] * xab
+
+
+@njit
+def _statistics_totals(acc, acc_b, acc_v):
+    """b (K, p), v (K,), Q (K, p, p) from the chunk accumulators, in chunk order."""
+    _, p, _, K = acc.shape
+    Q = np.empty((K, p, p))
+    bt = np.empty((K, p))
+    v = np.zeros(K)
     for a in range(p):
+        for k in range(K):
+            s = 0.0
+            for ch in range(_GRAM_CHUNKS):
+                s += acc_b[ch, a, k]
+            bt[k, a] = s
         for b in range(a, p):
             for k in range(K):
-                v = acc[a, b, k]
-                out[k, a, b] = v
-                out[k, b, a] = v
-    return out
+                s = 0.0
+                for ch in range(_GRAM_CHUNKS):
+                    s += acc[ch, a, b, k]
+                Q[k, a, b] = s
+                Q[k, b, a] = s
+    for ch in range(_GRAM_CHUNKS):
+        for k in range(K):
+            v[k] += acc_v[ch, k]
+    return bt, v, Q
+
+
+@njit
+def _statistics_accumulators(p, K):
+    """Zeroed accumulators of Q (p, p, K), b (p, K) and v (K,), one per chunk."""
+    return (np.zeros((_GRAM_CHUNKS, p, p, K)), np.zeros((_GRAM_CHUNKS, p, K)),
+            np.zeros((_GRAM_CHUNKS, K)))
+
+
+@njit(parallel=True)
+def _fixed_aux_statistics_csr(indptr, indices, data, sq, g_mean, g_second, p):
+    """b = X^T G_M (K, p), v = G_V^T ||x||^2 (K,), Q[k] = X^T diag(G_V[:, k]) X.
+
+    CSR X with sorted, unique indices; G_M, G_V of shape (n, K). Q costs
+    O(sum_n nnz_n (nnz_n + 1) / 2 K) multiply-adds; the (p, p, K)
+    accumulators keep the inner loop over k contiguous; Q is symmetric. The
+    rows are split in ``_GRAM_CHUNKS`` chunks, run in parallel and added in
+    chunk order. Checked against the NumPy products in
+    ``tests/test_experts_variational.py::test_weighted_gram_and_quadratic_forms_match_numpy``.
+    """
+    acc, acc_b, acc_v = _statistics_accumulators(p, g_second.shape[1])
+    for ch in prange(_GRAM_CHUNKS):
+        _statistics_chunk(ch, indptr, indices, data, sq, g_mean, g_second, acc, acc_b,
+                          acc_v)
+    return _statistics_totals(acc, acc_b, acc_v)
 
 
 def _canonical_csr(X):
@@ -378,12 +441,22 @@ def _canonical_csr(X):
     return X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data
 
 
+def _fixed_aux_statistics(X, sq, g_mean, g_second):
+    """(b (K, p), v (K,), Q (K, p, p)) of :class:`_FixedAuxLikelihood` for
+    weights G_M, G_V (n, K): b = X^T G_M, v = G_V^T sq, Q[k] = X^T diag(G_V[:, k]) X
+    (dense or CSR X)."""
+    if sp.issparse(X):
+        return _fixed_aux_statistics_csr(*_canonical_csr(X), sq,
+                                         np.ascontiguousarray(g_mean),
+                                         np.ascontiguousarray(g_second), X.shape[1])
+    Q = np.stack([X.T @ (X * g_second[:, k, None]) for k in range(g_second.shape[1])])
+    return np.ascontiguousarray((X.T @ g_mean).T), sq @ g_second, Q
+
+
 def _weighted_gram(X, weights):
     """Q[k] = X^T diag(weights[:, k]) X, shape (K, p, p) (dense or CSR X)."""
-    if sp.issparse(X):
-        return _weighted_gram_csr(*_canonical_csr(X), np.ascontiguousarray(weights),
-                                  X.shape[1])
-    return np.stack([X.T @ (X * weights[:, k, None]) for k in range(weights.shape[1])])
+    zeros = np.zeros(weights.shape)
+    return _fixed_aux_statistics(X, np.zeros(X.shape[0]), zeros, weights)[2]
 
 
 # Use the (K, p, p) statistics when they hold at most this many numbers
@@ -434,26 +507,27 @@ class _FixedAuxLikelihood:
     once (O(sum_n nnz_n^2 K) time, K p^2 memory) and every evaluation of the
     value or gradient costs O(K p^2), independent of n; otherwise each
     evaluation goes through the data (O(nnz(X) K)). Both give the same
-    numbers (tested).
+    numbers (tested). ``weights``: (G_M, G_V), each (n, 2K), when the caller
+    has them (:func:`objective_and_aux` with ``want_weights``).
     """
 
-    def __init__(self, X, y, sq, aux, use_statistics):
+    def __init__(self, X, y, sq, aux, use_statistics, weights=None):
         phi, xi, c, d = aux
         K = phi.shape[1]
-        g_mean, g_second = _fixed_aux_weights(2.0 * y - 1.0, phi, xi, c, d)
+        if weights is None:
+            g_mean, g_second = _fixed_aux_weights(2.0 * y - 1.0, phi, xi, c, d)
+        else:  # (G_M, G_V) from the objective's pass over the rows
+            g_mean, g_second = weights
         # columns: experts then gates; g_second side by side, (n, 2K)
         self.weights = ((g_mean[:, :K], g_second[:, :K]),
                         (g_mean[:, K:], g_second[:, K:]))
         self.X, self.sq = X, sq
         self.use_statistics = use_statistics
         if use_statistics:
-            # both sets' Q in one pass over the pairs of non-zeros (weights (n, 2K))
-            Q = _weighted_gram(X, g_second)
-            self.stats = []
-            for j, (g_mean, g_second) in enumerate(self.weights):
-                b = np.asarray(X.T @ g_mean).T
-                self.stats.append((np.ascontiguousarray(b), sq @ g_second,
-                                   Q[j * K:(j + 1) * K]))
+            # both sets' b, v, Q in one pass over the pairs of non-zeros (n, 2K)
+            b, v, Q = _fixed_aux_statistics(X, sq, g_mean, g_second)
+            self.stats = [(b[j * K:(j + 1) * K], v[j * K:(j + 1) * K],
+                           Q[j * K:(j + 1) * K]) for j in range(2)]
 
     def value(self, which, params):
         """L restricted to set ``which`` (0 experts, 1 gates), up to a constant.
@@ -569,6 +643,9 @@ class VariationalState:
         Optimal auxiliaries at (beta, eta) for the rows last used.
     value : float or None
         The objective at (beta, eta, aux), nats (total over those rows).
+    weights : tuple (G_M, G_V) or None
+        The weights of :class:`_FixedAuxLikelihood` at aux (None: computed
+        from aux).
     """
 
     beta: VMFGammaParams
@@ -576,6 +653,7 @@ class VariationalState:
     steps: np.ndarray = None
     aux: tuple = None
     value: float = None
+    weights: tuple = None
     omega: float = 2.0
     logdets: list = None
 
@@ -584,12 +662,15 @@ def _point(params):
     return Point(params.mu, params.kappa, params.r, params.s)
 
 
-def objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams, c_init=None):
+def objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams, c_init=None,
+                      want_weights=False):
     """The objective at q = (beta, eta) and its optimal auxiliaries (phi, xi, c, d).
 
     No validation (callers validate). ``sq`` = squared row norms of X,
     ``consts`` from :func:`~skbinvi.experts._ascent.prior_constants`. Returns
-    (value in nats, total over the rows; aux).
+    (value in nats, total over the rows; aux); with ``want_weights`` also
+    the weights (G_M, G_V) of :class:`_FixedAuxLikelihood` at aux (from the
+    same pass over the rows; None for K = 1).
     """
     pts = (_point(beta), _point(eta))
     projections, coefs = [], []
@@ -602,19 +683,23 @@ def objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams, c_init=None):
         c_init = None
     if beta.mu.shape[0] >= 2:
         # one pass over the rows: moments, gate Newton and pieces fused
-        phi, xi, c, d, (e, g, h) = _objective_rows(
+        phi, xi, c, d, (e, g, h), g_mean, g_second = _objective_rows(
             2.0 * y - 1.0, sq, *projections, *coefs,
             np.zeros(1) if c_init is None else np.ascontiguousarray(c_init, dtype=float),
-            c_init is not None, _GATE_ROUNDS, _GATE_TOL)
+            c_init is not None, _GATE_ROUNDS, _GATE_TOL, _GATE_GAIN_TOL, want_weights)
+        weights = (g_mean, g_second)
     else:
+        weights = None
         moments = []
         for t, (c1, c2, c3) in zip(projections, coefs, strict=True):
             moments += [c1 * t, c2 * sq[:, None] + c3 * (t * t)]
         e, g, h, phi, _, xi, c, d = likelihood_pieces_from_moments(y, *moments,
                                                                    c_init=c_init)
-    value = (e + g + h + set_prior(pts[0], cfg, consts, lams[0])
-             + set_prior(pts[1], cfg, consts, lams[1]))
-    return float(value), (phi, xi, c, d)
+    value = float(e + g + h + set_prior(pts[0], cfg, consts, lams[0])
+                  + set_prior(pts[1], cfg, consts, lams[1]))
+    if want_weights:
+        return value, (phi, xi, c, d), weights
+    return value, (phi, xi, c, d)
 
 
 def variational_iteration(X, y, sq, state, cfg, consts, lams, inner_max_iter,
@@ -624,46 +709,60 @@ def variational_iteration(X, y, sq, state, cfg, consts, lams, inner_max_iter,
     (1) If the state has no auxiliaries for these rows, set them to their
     optima; (2) up to ``inner_max_iter`` rounds of the blockwise ascent of
     :func:`~skbinvi.experts._ascent.ascend` at fixed auxiliaries (stopping
-    when a round gains less than ``inner_tol`` nats); (3) re-optimize the
-    auxiliaries (kept only if they do not lower the objective: rounding in
-    the gate solver). Returns the objective after the iteration, nats (total
-    over the rows), never below its value before.
+    when a round gains less than ``inner_tol`` nats), from q0 to q1; the
+    objective at q1 with the old auxiliaries, F_t + gain, is known from the
+    ascent; (3) over-relaxation [SR]: the objective at re-optimized
+    auxiliaries is evaluated at q0 + omega (q1 - q0) first, and that point is
+    kept when it beats F_t + gain (omega then doubles); otherwise at q1
+    (kept unless rounding in the gate solver puts it below F_t + gain).
+    One pass over the rows when the extrapolation is kept, two otherwise.
+    The same pass returns the weights of
+    :class:`_FixedAuxLikelihood` for the next iteration. Returns the
+    objective after the iteration, nats (total over the rows), never below
+    its value before.
     """
     if state.aux is None or state.aux[0].shape[0] != X.shape[0]:
-        state.value, state.aux = objective_and_aux(X, y, sq, state.beta, state.eta, cfg,
-                                                   consts, lams)
+        state.value, state.aux, state.weights = objective_and_aux(
+            X, y, sq, state.beta, state.eta, cfg, consts, lams, want_weights=True)
     if state.steps is None or state.steps.shape != (8, state.beta.mu.shape[0]):
         state.steps = np.full((8, state.beta.mu.shape[0]), INIT_STEP)
     start = state.value
-    lik = _FixedAuxLikelihood(X, y, sq, state.aux, use_statistics)
+    lik = _FixedAuxLikelihood(X, y, sq, state.aux, use_statistics, state.weights)
     objectives = [SetObjective(lik, j, cfg, consts, lams[j]) for j in range(2)]
     pts, gain, accepted = ascend(objectives, [_point(state.beta), _point(state.eta)],
                                  state.steps, inner_max_iter, inner_tol)
     if not accepted:
         return start
     beta, eta = (VMFGammaParams(pt.mu, pt.kappa, pt.r, pt.s) for pt in pts)
-    value, aux = objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams,
-                                   c_init=state.aux[2])
-    if value < start + gain:
-        # the re-optimized auxiliaries lost to rounding: keep the old ones
-        value, aux = start + gain, state.aux
-    # over-relaxation [SR]: try q0 + omega (q1 - q0) (tangent / log scale)
+    # the objective at q1 = (beta, eta) with the old auxiliaries: a lower
+    # bound on its value at re-optimized ones, known without a pass over the data
+    floor = start + gain
     old_beta, old_eta = state.beta, state.eta
-    state.beta, state.eta, state.value, state.aux = beta, eta, value, aux
     if state.omega > 1.0:
+        # over-relaxation [SR]: try q0 + omega (q1 - q0) (tangent / log scale)
+        # first; kept when it beats q1's floor, which spares the evaluation at q1
         ext = [_extrapolate(q0, q1, state.omega)
                for q0, q1 in ((old_beta, beta), (old_eta, eta))]
         try:
             with np.errstate(all="ignore"):
-                v_ext, aux_ext = objective_and_aux(X, y, sq, ext[0], ext[1], cfg,
-                                                   consts, lams, c_init=aux[2])
+                v_ext, aux_ext, w_ext = objective_and_aux(
+                    X, y, sq, ext[0], ext[1], cfg, consts, lams, c_init=state.aux[2],
+                    want_weights=True)
         except (ValueError, FloatingPointError):
             v_ext = -np.inf
-        if np.isfinite(v_ext) and v_ext > value:
-            state.beta, state.eta, state.value, state.aux = ext[0], ext[1], v_ext, aux_ext
+        if np.isfinite(v_ext) and v_ext > floor:
+            state.beta, state.eta, state.value = ext[0], ext[1], v_ext
+            state.aux, state.weights = aux_ext, w_ext
             state.omega = min(2.0 * state.omega, _MAX_OMEGA)
-        else:
-            state.omega = _MIN_OMEGA
+            return state.value
+        state.omega = _MIN_OMEGA
+    value, aux, weights = objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams,
+                                            c_init=state.aux[2], want_weights=True)
+    if value < floor:
+        # the re-optimized auxiliaries lost to rounding: keep the old ones
+        value, aux, weights = floor, state.aux, state.weights
+    state.beta, state.eta, state.value = beta, eta, value
+    state.aux, state.weights = aux, weights
     return state.value
 
 
@@ -798,29 +897,48 @@ def fit_variational(X, y, n_components, *, method="vi", kappa_prior=1.0, mu0=Non
 # ---------------------------------------------------------------------------
 
 
+@njit(inline="always")
+def _quadratic_forms_row(i, indptr, indices, data, St, out):
+    """out[i, k] = x_i^T S[k] x_i for all k (``St`` = S as (p, p, K))."""
+    K = St.shape[2]
+    lo, hi = indptr[i], indptr[i + 1]
+    for a in range(lo, hi):
+        ja = indices[a]
+        xa = data[a]
+        for b in range(a, hi):
+            jb = indices[b]
+            w = xa * data[b] * (1.0 if a == b else 2.0)
+            for k in range(K):
+                out[i, k] += w * St[ja, jb, k]
+
+
 @njit
+def _quadratic_forms_serial(indptr, indices, data, St):
+    out = np.zeros((indptr.shape[0] - 1, St.shape[2]))
+    for i in range(out.shape[0]):
+        _quadratic_forms_row(i, indptr, indices, data, St, out)
+    return out
+
+
+@njit(parallel=True)
+def _quadratic_forms_parallel(indptr, indices, data, St):
+    out = np.zeros((indptr.shape[0] - 1, St.shape[2]))
+    for i in prange(out.shape[0]):
+        _quadratic_forms_row(i, indptr, indices, data, St, out)
+    return out
+
+
 def _rowwise_quadratic_forms_csr(indptr, indices, data, St):
     """out[n, k] = x_n^T S[k] x_n for CSR X (sorted unique indices).
 
     ``St`` is S transposed to (p, p, K) and C-contiguous, S[k] symmetric, so
-    that the inner loop over k reads contiguous memory. O(sum_n nnz_n^2 K / 2).
-    Checked against the NumPy einsum in
+    that the inner loop over k reads contiguous memory. O(sum_n nnz_n^2 K / 2);
+    rows in parallel for large passes. Checked against the NumPy einsum in
     ``tests/test_experts_variational.py::test_weighted_gram_and_quadratic_forms_match_numpy``.
     """
-    n = indptr.shape[0] - 1
-    K = St.shape[2]
-    out = np.zeros((n, K))
-    for i in range(n):
-        lo, hi = indptr[i], indptr[i + 1]
-        for a in range(lo, hi):
-            ja = indices[a]
-            xa = data[a]
-            for b in range(a, hi):
-                jb = indices[b]
-                w = xa * data[b] * (1.0 if a == b else 2.0)
-                for k in range(K):
-                    out[i, k] += w * St[ja, jb, k]
-    return out
+    kernel = (_quadratic_forms_parallel if use_parallel(indptr.shape[0] - 1, St.shape[2])
+              else _quadratic_forms_serial)
+    return kernel(indptr, indices, data, St)
 
 
 def _rowwise_quadratic_forms(X, S):
@@ -973,6 +1091,7 @@ class GaussianState:
     value: float = None
     omega: float = 2.0
     logdets: list = None
+    weights: tuple = None
 
 
 def gaussian_init(K, p, sigma, rng, init_scale=1.0):
@@ -995,12 +1114,18 @@ def gaussian_objective_and_aux(X, y, state, sigma, c_init=None, qf=None):
     for mean, q in zip(state.means, qf, strict=True):
         m = np.asarray(X @ mean.T)
         moments += [m, m * m + q]
-    pieces = likelihood_pieces_from_moments(y, *moments, c_init=c_init)
+    if state.means[0].shape[0] >= 2:  # fused pass, with the fixed-auxiliary weights
+        pieces = _optimal_likelihood_pieces(y, *moments, _GATE_ROUNDS, _GATE_TOL, c_init,
+                                            want_weights=True, gain_tol=_GATE_GAIN_TOL)
+        state.weights = pieces[-1]
+    else:
+        pieces = likelihood_pieces_from_moments(y, *moments, c_init=c_init)
+        state.weights = None
     logdets = state.logdets if state.logdets is not None else [None, None]
     state.value = float(sum(pieces[:3])
                         - _gaussian_kl(state.means[0], state.covs[0], sigma, logdets[0])
                         - _gaussian_kl(state.means[1], state.covs[1], sigma, logdets[1]))
-    phi, _, xi, c, d = pieces[3:]
+    phi, _, xi, c, d = pieces[3:8]
     state.aux = (phi, xi, c, d)
     return state.value
 
@@ -1040,7 +1165,7 @@ def gaussian_iteration(X, y, sq, state, sigma):
         gaussian_objective_and_aux(X, y, state, sigma)
     p = state.means[0].shape[1]
     eye = np.eye(p) / sigma**2
-    lik = _FixedAuxLikelihood(X, y, sq, state.aux, True)
+    lik = _FixedAuxLikelihood(X, y, sq, state.aux, True, state.weights)
     old_means = [m.copy() for m in state.means]
     for j, (b, _, Q) in enumerate(lik.stats):
         chol = _cholesky_jittered(eye[None] - 2.0 * Q)
@@ -1065,6 +1190,7 @@ def gaussian_iteration(X, y, sq, state, sigma):
                                                qf=qf)
         if np.isfinite(v_ext) and v_ext > value:
             state.means, state.aux, state.value = ext.means, ext.aux, v_ext
+            state.weights = ext.weights
             state.omega = min(2.0 * state.omega, _MAX_OMEGA)
         else:
             state.omega = _MIN_OMEGA

@@ -180,7 +180,7 @@ def _log_iv_pieces(nu, kappa, mask):
     return out
 
 
-def _bessel_quantities(p, kappa):
+def _bessel_quantities(p, kappa, with_log_normalizer=False):
     """A_p, A_p/kappa, 1 - p A_p/kappa, dA_p/dkappa and 1 - A_p on flat arrays.
 
     In the series region A_p / kappa = exp(L(nu+2) - L(nu+1)) / p with
@@ -190,24 +190,34 @@ def _bessel_quantities(p, kappa):
     ratio of ``ive`` values. dA_p/dkappa = (1 - p A/kappa) + A/kappa - A^2
     (the Riccati identity of :func:`d_bessel_ratio_dkappa`). At large kappa
     (``_asymptotic_region``) dA_p/dkappa and 1 - A_p, differences of nearly
-    equal numbers, come from the asymptotic series of A_p instead.
+    equal numbers, come from the asymptotic series of A_p instead. With
+    ``with_log_normalizer`` a sixth item, :func:`_log_normalizer_scaled`,
+    from the same ``ive`` values and series (the values are those of the
+    separate calls, at a third of the ``ive`` evaluations).
     """
     nu = 0.5 * p - 1.0
-    mask = _series_mask(nu, kappa, 0.0, 1.0)
+    with np.errstate(under="ignore"):
+        iv0 = special.ive(nu, kappa)
+        iv1 = special.ive(nu + 1.0, kappa)
+    small = 0.25 * kappa * kappa <= _SERIES_X_OVER_B * (nu + 1.0)
+    mask0 = small | ~(iv0 > _IVE_TINY)   # the series for order nu (normalizer)
+    mask = mask0 | ~(iv1 > _IVE_TINY)    # ... and for orders nu, nu + 1 (ratio)
     a = np.empty_like(kappa)
     a_over_k = np.empty_like(kappa)
     omega = np.empty_like(kappa)
+    log_f1 = np.empty_like(kappa)
     if np.any(mask):
         ks, nus = kappa[mask], nu[mask]
         x = 0.25 * ks * ks
-        diff = _log_hyp0f1(nus + 2.0, x) - _log_hyp0f1(nus + 1.0, x)
+        log_f1[mask] = _log_hyp0f1(nus + 1.0, x)
+        diff = _log_hyp0f1(nus + 2.0, x) - log_f1[mask]
         aok = np.exp(diff) / p[mask]
         a_over_k[mask] = aok
         a[mask] = aok * ks
         omega[mask] = -np.expm1(diff)
     if np.any(~mask):
-        ks, nus = kappa[~mask], nu[~mask]
-        av = special.ive(nus + 1.0, ks) / special.ive(nus, ks)
+        ks = kappa[~mask]
+        av = iv1[~mask] / iv0[~mask]
         a[~mask] = av
         a_over_k[~mask] = av / ks
         omega[~mask] = 1.0 - p[~mask] * av / ks
@@ -217,7 +227,14 @@ def _bessel_quantities(p, kappa):
     asym = kappa >= np.maximum(_ASYM_KAPPA_MIN, _ASYM_KAPPA_PER_C * c)
     if np.any(asym):
         one_minus_a[asym], da[asym] = _ratio_asymptotic(c[asym], kappa[asym])
-    return a, a_over_k, omega, da, one_minus_a
+    if not with_log_normalizer:
+        return a, a_over_k, omega, da, one_minus_a
+    pieces = np.empty_like(kappa)
+    pieces[mask0] = log_f1[mask0]
+    with np.errstate(divide="ignore"):
+        pieces[~mask0] = np.log(iv0[~mask0])
+    return (a, a_over_k, omega, da, one_minus_a,
+            _log_normalizer_from_pieces(p, nu, kappa, mask0, pieces))
 
 
 @functools.lru_cache(maxsize=64)
@@ -283,7 +300,13 @@ def _log_normalizer_scaled(p, kappa):
     """
     nu = 0.5 * p - 1.0
     mask = _series_mask(nu, kappa, 0.0)
-    pieces = _log_iv_pieces(nu, kappa, mask)
+    return _log_normalizer_from_pieces(p, nu, kappa, mask,
+                                       _log_iv_pieces(nu, kappa, mask))
+
+
+def _log_normalizer_from_pieces(p, nu, kappa, mask, pieces):
+    """:func:`_log_normalizer_scaled` from ``pieces``: log 0F1(; nu+1; kappa^2/4)
+    where ``mask`` (the series), log ive(nu, kappa) elsewhere."""
     with np.errstate(divide="ignore", invalid="ignore"):
         series = (nu * np.log(2.0) + special.gammaln(nu + 1.0)
                   - 0.5 * p * _LOG_2PI - pieces + kappa)
