@@ -130,6 +130,28 @@ def test_long_documents_causes_alive_and_features_beat_lda(long_documents, infer
     assert accuracy >= floor - margin, (accuracy, floor)
 
 
+@pytest.mark.parametrize("inference", ["acp", "avi"])
+def test_data_start_caps_a_seeds_evidence_on_long_documents(long_documents,
+                                                            inference):
+    """init="data" seeds a cause with min(0.3, 3 / m) on the m active features
+    of its seed row: on ~60-word documents the seed adds at most 3 nats in all
+    (0.3 on each word made causes detectors of one document's near-duplicates,
+    whose prior then fell below 0.01), while short rows keep 0.3 per feature."""
+    X = long_documents[0]
+    rng = np.random.RandomState(0)
+    model = NoisyORFactorizer(30, inference=inference, random_state=0)
+    model._initialize(X, None, rng)
+    # the random part of theta has column sums in [0.5, 1.5]
+    colsum = model._theta.sum(axis=0)
+    assert np.all(colsum <= 1.5 + 3.0 + 1e-9), colsum
+    assert np.all(colsum >= 0.5 + 3.0 - 1e-9), colsum  # every seed row has > 10 words
+    short = load_reuters(subset="train", text="headline").data
+    short = short[np.diff(short.indptr) <= 8]
+    model._initialize(short, None, rng)
+    n_features = short.shape[1]
+    assert np.all(model._theta.max(axis=0) >= 0.3 + 0.5 / n_features - 1e-9)
+
+
 def test_unused_causes_warning_names_the_remedy():
     X, _ = make_noisy_or(300, 30, 3, density=0.3, random_state=0)
     model = NoisyORFactorizer(4, max_iter=2, random_state=0).fit(X)
