@@ -1219,27 +1219,51 @@ def _moment_rows_parallel(sign, mean_b, second_b, mean_e, second_e, c0, use_c0,
 
 
 @njit
-def _objective_rows_serial(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds,
-                           tol, gain_tol, want_weights):
-    n, K = t_b.shape
-    phi, xi, d, c, g_mean, g_second, row_terms = _row_outputs(n, K, want_weights)
-    _objective_range(0, n, sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, tol,
-                     gain_tol, want_weights, phi, xi, d, c, g_mean, g_second,
-                     row_terms)
-    return phi, xi, c, d, _sum_row_terms(row_terms), g_mean, g_second
+def _objective_rows_serial_into(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds,
+                                tol, gain_tol, want_weights, phi, xi, d, c, g_mean,
+                                g_second):
+    """:func:`_objective_rows_serial` writing into given outputs; returns the terms."""
+    row_terms = np.zeros((t_b.shape[0], 3))
+    _objective_range(0, t_b.shape[0], sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0,
+                     n_rounds, tol, gain_tol, want_weights, phi, xi, d, c, g_mean,
+                     g_second, row_terms)
+    return _sum_row_terms(row_terms)
 
 
 @njit(parallel=True)
-def _objective_rows_parallel(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds,
-                             tol, gain_tol, want_weights):
-    n, K = t_b.shape
-    phi, xi, d, c, g_mean, g_second, row_terms = _row_outputs(n, K, want_weights)
+def _objective_rows_parallel_into(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0,
+                                  n_rounds, tol, gain_tol, want_weights, phi, xi, d, c,
+                                  g_mean, g_second):
+    """:func:`_objective_rows_parallel` writing into given outputs; returns the terms."""
+    n = t_b.shape[0]
+    row_terms = np.zeros((n, 3))
     for chunk in prange((n + _ROW_CHUNK - 1) // _ROW_CHUNK):
         _objective_range(chunk * _ROW_CHUNK, min(n, (chunk + 1) * _ROW_CHUNK), sign, sq,
                          t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, tol, gain_tol,
-                         want_weights, phi, xi, d, c, g_mean, g_second,
-                         row_terms)
-    return phi, xi, c, d, _sum_row_terms(row_terms), g_mean, g_second
+                         want_weights, phi, xi, d, c, g_mean, g_second, row_terms)
+    return _sum_row_terms(row_terms)
+
+
+@njit
+def _objective_rows_serial(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds,
+                           tol, gain_tol, want_weights):
+    n, K = t_b.shape
+    phi, xi, d, c, g_mean, g_second, _ = _row_outputs(n, K, want_weights)
+    terms = _objective_rows_serial_into(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0,
+                                        n_rounds, tol, gain_tol, want_weights, phi, xi,
+                                        d, c, g_mean, g_second)
+    return phi, xi, c, d, terms, g_mean, g_second
+
+
+@njit
+def _objective_rows_parallel(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds,
+                             tol, gain_tol, want_weights):
+    n, K = t_b.shape
+    phi, xi, d, c, g_mean, g_second, _ = _row_outputs(n, K, want_weights)
+    terms = _objective_rows_parallel_into(sign, sq, t_b, t_e, coef_b, coef_e, c0,
+                                          use_c0, n_rounds, tol, gain_tol, want_weights,
+                                          phi, xi, d, c, g_mean, g_second)
+    return phi, xi, c, d, terms, g_mean, g_second
 
 
 def use_parallel(n, K):
@@ -1269,7 +1293,7 @@ def _moment_rows(sign, mean_b, second_b, mean_e, second_e, c0, use_c0, n_rounds,
 
 
 def _objective_rows(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, tol,
-                    gain_tol, want_weights):
+                    gain_tol, want_weights, out=None):
     """:func:`_moment_rows` of a vMF x Gamma q from the projections.
 
     ``t_b``, ``t_e`` (n, K) are mu_k^T x_n of the experts and gates, ``coef_*``
@@ -1278,11 +1302,21 @@ def _objective_rows(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, to
     E[(a^T x)^2] = c2 ||x||^2 + c3 t^2 are formed in (K,) buffers (no (n, K)
     temporaries), then :func:`_optimal_row`. Returns (phi, xi, c, d, terms,
     G_M, G_V) as :func:`_moment_rows` (serial or parallel in the same way).
+    ``out``: arrays (phi, xi, d, c, G_M, G_V) of a previous call that nothing
+    uses any more, overwritten instead of allocating new ones (fresh pages
+    of ~55 MB per pass on the full Adult data cost about as much as a tenth
+    of the pass); used only with ``want_weights`` and matching shapes.
     """
-    kernel = (_objective_rows_parallel if use_parallel(*t_b.shape)
-              else _objective_rows_serial)
-    return kernel(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, tol,
-                  gain_tol, want_weights)
+    n, K = t_b.shape
+    if (out is None or not want_weights or out[0].shape != (n, K)
+            or out[3].shape != (n,) or out[4].shape != (n, 2 * K)):
+        out = _row_outputs(n, K, want_weights)[:6]
+    phi, xi, d, c, g_mean, g_second = out
+    kernel = (_objective_rows_parallel_into if use_parallel(n, K)
+              else _objective_rows_serial_into)
+    terms = kernel(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, tol,
+                   gain_tol, want_weights, phi, xi, d, c, g_mean, g_second)
+    return phi, xi, c, d, terms, g_mean, g_second
 
 
 def likelihood_bound(X, y, beta, eta, phi=None, *, xi=None, c=None, d=None,

@@ -656,6 +656,7 @@ class VariationalState:
     weights: tuple = None
     omega: float = 2.0
     logdets: list = None
+    spare: tuple = None
 
 
 def _point(params):
@@ -663,14 +664,15 @@ def _point(params):
 
 
 def objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams, c_init=None,
-                      want_weights=False):
+                      want_weights=False, out=None):
     """The objective at q = (beta, eta) and its optimal auxiliaries (phi, xi, c, d).
 
     No validation (callers validate). ``sq`` = squared row norms of X,
     ``consts`` from :func:`~skbinvi.experts._ascent.prior_constants`. Returns
     (value in nats, total over the rows; aux); with ``want_weights`` also
     the weights (G_M, G_V) of :class:`_FixedAuxLikelihood` at aux (from the
-    same pass over the rows; None for K = 1).
+    same pass over the rows; None for K = 1). ``out``: the arrays of an
+    earlier result that nothing uses any more (:func:`_buffers`), overwritten.
     """
     pts = (_point(beta), _point(eta))
     projections, coefs = [], []
@@ -686,7 +688,8 @@ def objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams, c_init=None,
         phi, xi, c, d, (e, g, h), g_mean, g_second = _objective_rows(
             2.0 * y - 1.0, sq, *projections, *coefs,
             np.zeros(1) if c_init is None else np.ascontiguousarray(c_init, dtype=float),
-            c_init is not None, _GATE_ROUNDS, _GATE_TOL, _GATE_GAIN_TOL, want_weights)
+            c_init is not None, _GATE_ROUNDS, _GATE_TOL, _GATE_GAIN_TOL, want_weights,
+            out)
         weights = (g_mean, g_second)
     else:
         weights = None
@@ -700,6 +703,15 @@ def objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams, c_init=None,
     if want_weights:
         return value, (phi, xi, c, d), weights
     return value, (phi, xi, c, d)
+
+
+def _buffers(aux, weights):
+    """The arrays (phi, xi, d, c, G_M, G_V) of a result of :func:`objective_and_aux`,
+    for reuse as its ``out`` once nothing refers to them (None if K = 1)."""
+    if weights is None:
+        return None
+    phi, xi, c, d = aux
+    return (phi, xi, d, c, *weights)
 
 
 def variational_iteration(X, y, sq, state, cfg, consts, lams, inner_max_iter,
@@ -717,7 +729,9 @@ def variational_iteration(X, y, sq, state, cfg, consts, lams, inner_max_iter,
     (kept unless rounding in the gate solver puts it below F_t + gain).
     One pass over the rows when the extrapolation is kept, two otherwise.
     The same pass returns the weights of
-    :class:`_FixedAuxLikelihood` for the next iteration. Returns the
+    :class:`_FixedAuxLikelihood` for the next iteration. The arrays of the
+    auxiliaries and weights that are dropped are kept (``state.spare``) and
+    overwritten by the next pass instead of allocating new ones. Returns the
     objective after the iteration, nats (total over the rows), never below
     its value before.
     """
@@ -747,20 +761,28 @@ def variational_iteration(X, y, sq, state, cfg, consts, lams, inner_max_iter,
             with np.errstate(all="ignore"):
                 v_ext, aux_ext, w_ext = objective_and_aux(
                     X, y, sq, ext[0], ext[1], cfg, consts, lams, c_init=state.aux[2],
-                    want_weights=True)
+                    want_weights=True, out=state.spare)
         except (ValueError, FloatingPointError):
             v_ext = -np.inf
+        else:
+            # the arrays of the extrapolation: free again unless it is kept
+            state.spare = _buffers(aux_ext, w_ext)
         if np.isfinite(v_ext) and v_ext > floor:
+            state.spare = _buffers(state.aux, state.weights)
             state.beta, state.eta, state.value = ext[0], ext[1], v_ext
             state.aux, state.weights = aux_ext, w_ext
             state.omega = min(2.0 * state.omega, _MAX_OMEGA)
             return state.value
         state.omega = _MIN_OMEGA
     value, aux, weights = objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams,
-                                            c_init=state.aux[2], want_weights=True)
+                                            c_init=state.aux[2], want_weights=True,
+                                            out=state.spare)
     if value < floor:
         # the re-optimized auxiliaries lost to rounding: keep the old ones
+        state.spare = _buffers(aux, weights)
         value, aux, weights = floor, state.aux, state.weights
+    else:
+        state.spare = _buffers(state.aux, state.weights)
     state.beta, state.eta, state.value = beta, eta, value
     state.aux, state.weights = aux, weights
     return state.value
