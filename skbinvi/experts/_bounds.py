@@ -1244,9 +1244,11 @@ def _objective_rows_parallel_into(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0
     return _sum_row_terms(row_terms)
 
 
-@njit
 def _objective_rows_serial(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds,
                            tol, gain_tol, want_weights):
+    """:func:`_objective_rows_serial_into` into new arrays (a plain function:
+    a Numba function calling a parallel one can crash when both are loaded
+    from Numba's cache)."""
     n, K = t_b.shape
     phi, xi, d, c, g_mean, g_second, _ = _row_outputs(n, K, want_weights)
     terms = _objective_rows_serial_into(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0,
@@ -1255,9 +1257,10 @@ def _objective_rows_serial(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rou
     return phi, xi, c, d, terms, g_mean, g_second
 
 
-@njit
 def _objective_rows_parallel(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds,
                              tol, gain_tol, want_weights):
+    """:func:`_objective_rows_parallel_into` into new arrays (see
+    :func:`_objective_rows_serial`)."""
     n, K = t_b.shape
     phi, xi, d, c, g_mean, g_second, _ = _row_outputs(n, K, want_weights)
     terms = _objective_rows_parallel_into(sign, sq, t_b, t_e, coef_b, coef_e, c0,
