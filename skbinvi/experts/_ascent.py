@@ -179,6 +179,20 @@ class SetObjective:
         self.lik, self.which, self.cfg, self.consts = lik, which, cfg, consts
         self.lam = float(lam)
         self.stats = lik.statistics(which)
+        # (mu, Q mu, mu^T b, mu^T Q mu) of the last mu seen: the kappa, r and s
+        # blocks of the ascent move with mu fixed, so most evaluations reuse it
+        self._mu_cache = None
+
+    def _mu_products(self, mu):
+        """(Q mu (K, p), mu^T b (K,), mu^T Q mu (K,)) from the statistics."""
+        cache = self._mu_cache
+        if cache is not None and (cache[0] is mu or np.array_equal(cache[0], mu)):
+            return cache[1:]
+        b, _, Q = self.stats
+        qm = np.matmul(Q, mu[:, :, None])[:, :, 0]
+        out = (qm, np.einsum("kp,kp->k", mu, b), np.einsum("kp,kp->k", mu, qm))
+        self._mu_cache = (mu.copy(),) + out
+        return out
 
     # ---------------------------------------------------------------- pieces
     def _coefficients(self, pt):
@@ -191,10 +205,8 @@ class SetObjective:
         if pt._lik is None:
             c1, c2, c3 = self._coefficients(pt)
             if self.stats is not None:
-                b, v, Q = self.stats
-                mu = pt.mu
-                mqm = np.einsum("kp,kp->k", mu, np.matmul(Q, mu[:, :, None])[:, :, 0])
-                pt._lik = c1 * np.einsum("kp,kp->k", mu, b) + c2 * v + c3 * mqm
+                _, mb, mqm = self._mu_products(pt.mu)
+                pt._lik = c1 * mb + c2 * self.stats[1] + c3 * mqm
             else:
                 pt._lik = self.lik.moments_value(self.which, pt.mu, c1, c2, c3)
         return pt._lik
@@ -225,12 +237,10 @@ class SetObjective:
         c1, c3 = eg * a, eg2 * omega
         p = mu.shape[1]
         if self.stats is not None:
-            b, v, Q = self.stats
-            qm = np.matmul(Q, mu[:, :, None])[:, :, 0]
+            b, v, _ = self.stats
+            qm, g_c1, g_c3 = self._mu_products(mu)
             g_mu = c1[:, None] * b + 2.0 * c3[:, None] * qm
-            g_c1 = np.einsum("kp,kp->k", mu, b)
             g_c2 = v
-            g_c3 = np.einsum("kp,kp->k", mu, qm)
         else:
             g_mu, g_c1, g_c2, g_c3 = self.lik.moments_gradient(self.which, mu, c1, c3)
         de_g2_dr = (2.0 * r + 1.0) / (s * s)
