@@ -16,8 +16,11 @@ from skbinvi.experts._bounds import (
 from skbinvi.experts._mcmc import predict_proba_samples
 from skbinvi.experts._variational import (
     _as_params,
+    _canonical_csr,
     _check_config,
     _fixed_aux_statistics,
+    _fixed_aux_statistics_parallel,
+    _fixed_aux_statistics_serial,
     _fixed_aux_weights,
     _FixedAuxLikelihood,
     _prior_term,
@@ -221,9 +224,31 @@ def test_weighted_gram_and_quadratic_forms_match_numpy():
                                atol=1e-12)
 
 
+def test_parallel_statistics_blocks_equal_serial_pass():
+    """The weighted Gram pass split into column blocks on threads gives the
+    serial pass's numbers bit for bit (every entry is summed over the rows in
+    the same order), for any number of blocks, including uneven ones."""
+    rng = np.random.RandomState(5)
+    n, p, K = 300, 11, 19
+    X = _messy_csr(rng, n, p)
+    indptr, indices, data = _canonical_csr(X)
+    sq = rng.rand(n)
+    G, W = rng.normal(size=(n, K)), rng.normal(size=(n, K))
+    ref = _fixed_aux_statistics_serial(indptr, indices, data, sq, G, W, p)
+    Xd = X.toarray()
+    np.testing.assert_allclose(ref[2][4], Xd.T @ (Xd * W[:, 4, None]), rtol=1e-12,
+                               atol=1e-12)
+    for n_blocks in (1, 2, 3, 7, K):
+        out = _fixed_aux_statistics_parallel(indptr, indices, data, sq, G, W, p,
+                                             n_blocks)
+        for a, b in zip(out, ref, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_serial_and_parallel_row_passes_agree_and_weights_match_aux():
     """The serial and parallel variants of the row passes give the same
-    numbers (the parallel one is chosen by size only), and the fixed-auxiliary
+    numbers (the parallel one is chosen by size only), with the projections
+    given or formed from CSR X inside the pass, and the fixed-auxiliary
     weights that the objective's pass returns are those of its auxiliaries."""
     rng = np.random.RandomState(3)
     n, p, K = 1500, 9, 4  # several chunks of rows
@@ -246,6 +271,18 @@ def test_serial_and_parallel_row_passes_agree_and_weights_match_aux():
     np.testing.assert_allclose(g_mean, ref_mean, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(g_second, ref_second, rtol=1e-10, atol=1e-12)
     idx = V._canonical_csr(X)
+    # the projections formed inside the pass from CSR X and the mean
+    # directions, serial and parallel, equal the pass from X @ mu^T
+    mu_b, mu_e = rng.normal(size=(K, p)), rng.normal(size=(K, p))
+    args = (sign, sq, np.asarray(X @ mu_b.T), np.asarray(X @ mu_e.T), coef_b, coef_e,
+            c0, True, 50, 1e-10, 1e-12, True)
+    ref = B._objective_rows_serial(*args)
+    csr_args = (sign, sq, None, None, *args[4:])
+    for kernel in (B._objective_rows_serial, B._objective_rows_parallel):
+        out = kernel(*csr_args, csr=(*idx, mu_b, mu_e))
+        for a, b in zip(out, ref, strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12,
+                                       atol=1e-12)
     S = rng.normal(size=(p, p, K))
     S = np.ascontiguousarray(S + np.swapaxes(S, 0, 1))
     np.testing.assert_array_equal(V._quadratic_forms_serial(*idx, S),

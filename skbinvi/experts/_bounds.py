@@ -1129,7 +1129,12 @@ def _optimal_row(sign_i, mean_b, second_b, mean_e, var_e, c0_i, use_c0, n_rounds
 
 # rows per task of the parallel row passes (each task allocates its (K,) buffers once)
 _ROW_CHUNK = 512
-# row passes with at least this many row-vector pairs (n K) run in parallel
+# row passes with at least this many row-vector pairs (n K) run in parallel.
+# In isolation two threads beat one from a few thousand pairs (Adult rows,
+# n = 2,000, K = 30: the row pass 3.3 against 10.1 ms), but inside a fit the
+# BMEM-G start at 2,000-4,000 rows took 4.6 s with the threshold at 8,000
+# against 3.9-4.5 s with this one (the OpenMP threads' busy-waiting between
+# the small passes costs more than they save)
 PARALLEL_MIN_WORK = 200_000
 
 
@@ -1171,19 +1176,42 @@ def _moment_range(lo, hi, sign, mean_b, second_b, mean_e, second_e, c0, use_c0,
 
 
 @njit(inline="always")
-def _objective_range(lo, hi, sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds,
-                     tol, gain_tol, want_weights, phi, xi, d, c, g_mean, g_second,
-                     row_terms):
-    """Rows lo..hi-1 of :func:`_objective_rows` (their own (K,) buffers)."""
-    K = t_b.shape[1]
+def _objective_range(lo, hi, sign, sq, t_b, t_e, indptr, indices, data, mut_b, mut_e,
+                     from_csr, coef_b, coef_e, c0, use_c0, n_rounds, tol, gain_tol,
+                     want_weights, phi, xi, d, c, g_mean, g_second, row_terms):
+    """Rows lo..hi-1 of :func:`_objective_rows` (their own (K,) buffers).
+
+    The projections t = mu^T x of row i are ``t_b[i]``, ``t_e[i]``, or with
+    ``from_csr`` they are formed here from the CSR row (``indptr``,
+    ``indices``, ``data``) and the mean directions transposed, ``mut_b``,
+    ``mut_e`` (p, K): the sums of sparse-times-dense products in the same
+    order, without the (n, K) arrays.
+    """
+    K = coef_b.shape[1]
     a, var_e, e, lam = np.empty(K), np.empty(K), np.empty(K), np.empty(K)
     mean_b, second_b, mean_e = np.empty(K), np.empty(K), np.empty(K)
+    row_b, row_e = np.empty(K), np.empty(K)
     for i in range(lo, hi):
+        if from_csr:
+            for k in range(K):
+                row_b[k] = 0.0
+                row_e[k] = 0.0
+            for j in range(indptr[i], indptr[i + 1]):
+                x = data[j]
+                ub = mut_b[indices[j]]
+                ue = mut_e[indices[j]]
+                for k in range(K):
+                    row_b[k] += x * ub[k]
+                    row_e[k] += x * ue[k]
+        else:
+            for k in range(K):
+                row_b[k] = t_b[i, k]
+                row_e[k] = t_e[i, k]
         for k in range(K):
-            tb = t_b[i, k]
+            tb = row_b[k]
             mean_b[k] = coef_b[0, k] * tb
             second_b[k] = coef_b[1, k] * sq[i] + coef_b[2, k] * (tb * tb)
-            te = t_e[i, k]
+            te = row_e[k]
             m = coef_e[0, k] * te
             mean_e[k] = m
             var_e[k] = max(coef_e[1, k] * sq[i] + coef_e[2, k] * (te * te) - m * m, 0.0)
@@ -1194,7 +1222,7 @@ def _objective_range(lo, hi, sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_r
                             g_mean[w], g_second[w])
 
 
-@njit
+@njit(nogil=True)
 def _moment_rows_serial(sign, mean_b, second_b, mean_e, second_e, c0, use_c0, n_rounds,
                         tol, gain_tol, want_weights):
     n, K = mean_b.shape
@@ -1219,53 +1247,74 @@ def _moment_rows_parallel(sign, mean_b, second_b, mean_e, second_e, c0, use_c0,
 
 
 @njit
-def _objective_rows_serial_into(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds,
-                                tol, gain_tol, want_weights, phi, xi, d, c, g_mean,
+def _objective_rows_serial_into(sign, sq, t_b, t_e, indptr, indices, data, mut_b, mut_e,
+                                from_csr, coef_b, coef_e, c0, use_c0, n_rounds, tol,
+                                gain_tol, want_weights, phi, xi, d, c, g_mean,
                                 g_second):
     """:func:`_objective_rows_serial` writing into given outputs; returns the terms."""
-    row_terms = np.zeros((t_b.shape[0], 3))
-    _objective_range(0, t_b.shape[0], sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0,
-                     n_rounds, tol, gain_tol, want_weights, phi, xi, d, c, g_mean,
-                     g_second, row_terms)
+    n = sq.shape[0]
+    row_terms = np.zeros((n, 3))
+    _objective_range(0, n, sign, sq, t_b, t_e, indptr, indices, data, mut_b, mut_e,
+                     from_csr, coef_b, coef_e, c0, use_c0, n_rounds, tol, gain_tol,
+                     want_weights, phi, xi, d, c, g_mean, g_second, row_terms)
     return _sum_row_terms(row_terms)
 
 
 @njit(parallel=True)
-def _objective_rows_parallel_into(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0,
-                                  n_rounds, tol, gain_tol, want_weights, phi, xi, d, c,
-                                  g_mean, g_second):
+def _objective_rows_parallel_into(sign, sq, t_b, t_e, indptr, indices, data, mut_b,
+                                  mut_e, from_csr, coef_b, coef_e, c0, use_c0, n_rounds,
+                                  tol, gain_tol, want_weights, phi, xi, d, c, g_mean,
+                                  g_second):
     """:func:`_objective_rows_parallel` writing into given outputs; returns the terms."""
-    n = t_b.shape[0]
+    n = sq.shape[0]
     row_terms = np.zeros((n, 3))
     for chunk in prange((n + _ROW_CHUNK - 1) // _ROW_CHUNK):
         _objective_range(chunk * _ROW_CHUNK, min(n, (chunk + 1) * _ROW_CHUNK), sign, sq,
-                         t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, tol, gain_tol,
+                         t_b, t_e, indptr, indices, data, mut_b, mut_e, from_csr,
+                         coef_b, coef_e, c0, use_c0, n_rounds, tol, gain_tol,
                          want_weights, phi, xi, d, c, g_mean, g_second, row_terms)
     return _sum_row_terms(row_terms)
 
 
+def _rows_source(t_b, t_e, csr):
+    """The projection arguments of the row kernels: (t_b, t_e, indptr,
+    indices, data, mu_b^T, mu_e^T, from_csr) from given projections (n, K)
+    each, or, when ``t_b``, ``t_e`` are None, from ``csr`` = (indptr,
+    indices, data, mu_b (K, p), mu_e (K, p))."""
+    empty_i, empty_f = np.zeros(1, dtype=np.int64), np.zeros(1)
+    if t_b is not None:
+        K = t_b.shape[1]
+        return (t_b, t_e, empty_i, empty_i, empty_f, np.zeros((1, K)), np.zeros((1, K)),
+                False)
+    indptr, indices, data, mu_b, mu_e = csr
+    K = mu_b.shape[0]
+    return (np.zeros((1, K)), np.zeros((1, K)), indptr, indices, data,
+            np.ascontiguousarray(mu_b.T), np.ascontiguousarray(mu_e.T), True)
+
+
 def _objective_rows_serial(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds,
-                           tol, gain_tol, want_weights):
+                           tol, gain_tol, want_weights, csr=None):
     """:func:`_objective_rows_serial_into` into new arrays (a plain function:
     a Numba function calling a parallel one can crash when both are loaded
-    from Numba's cache)."""
-    n, K = t_b.shape
+    from Numba's cache); ``csr`` as in :func:`_objective_rows`."""
+    n, K = sq.shape[0], coef_b.shape[1]
     phi, xi, d, c, g_mean, g_second, _ = _row_outputs(n, K, want_weights)
-    terms = _objective_rows_serial_into(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0,
-                                        n_rounds, tol, gain_tol, want_weights, phi, xi,
-                                        d, c, g_mean, g_second)
+    terms = _objective_rows_serial_into(sign, sq, *_rows_source(t_b, t_e, csr), coef_b,
+                                        coef_e, c0, use_c0, n_rounds, tol, gain_tol,
+                                        want_weights, phi, xi, d, c, g_mean, g_second)
     return phi, xi, c, d, terms, g_mean, g_second
 
 
 def _objective_rows_parallel(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds,
-                             tol, gain_tol, want_weights):
+                             tol, gain_tol, want_weights, csr=None):
     """:func:`_objective_rows_parallel_into` into new arrays (see
     :func:`_objective_rows_serial`)."""
-    n, K = t_b.shape
+    n, K = sq.shape[0], coef_b.shape[1]
     phi, xi, d, c, g_mean, g_second, _ = _row_outputs(n, K, want_weights)
-    terms = _objective_rows_parallel_into(sign, sq, t_b, t_e, coef_b, coef_e, c0,
-                                          use_c0, n_rounds, tol, gain_tol, want_weights,
-                                          phi, xi, d, c, g_mean, g_second)
+    terms = _objective_rows_parallel_into(sign, sq, *_rows_source(t_b, t_e, csr),
+                                          coef_b, coef_e, c0, use_c0, n_rounds, tol,
+                                          gain_tol, want_weights, phi, xi, d, c, g_mean,
+                                          g_second)
     return phi, xi, c, d, terms, g_mean, g_second
 
 
@@ -1296,29 +1345,36 @@ def _moment_rows(sign, mean_b, second_b, mean_e, second_e, c0, use_c0, n_rounds,
 
 
 def _objective_rows(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, tol,
-                    gain_tol, want_weights, out=None):
+                    gain_tol, want_weights, out=None, csr=None):
     """:func:`_moment_rows` of a vMF x Gamma q from the projections.
 
-    ``t_b``, ``t_e`` (n, K) are mu_k^T x_n of the experts and gates, ``coef_*``
-    (3, K) the coefficients (E g A, E g^2 A / kappa, E g^2 (1 - p A / kappa))
-    of :func:`projection_moments`: per row the moments E[a^T x] = c1 t and
-    E[(a^T x)^2] = c2 ||x||^2 + c3 t^2 are formed in (K,) buffers (no (n, K)
-    temporaries), then :func:`_optimal_row`. Returns (phi, xi, c, d, terms,
-    G_M, G_V) as :func:`_moment_rows` (serial or parallel in the same way).
-    ``out``: arrays (phi, xi, d, c, G_M, G_V) of a previous call that nothing
-    uses any more, overwritten instead of allocating new ones (fresh pages
-    of ~55 MB per pass on the full Adult data cost about as much as a tenth
-    of the pass); used only with ``want_weights`` and matching shapes.
+    ``t_b``, ``t_e`` (n, K) are mu_k^T x_n of the experts and gates, or None
+    with ``csr`` = (indptr, indices, data, mu_b, mu_e): CSR X (sorted unique
+    int64 indices, as :func:`~skbinvi.experts._variational._canonical_csr`
+    gives) and the mean directions (K, p) each, from which each row's
+    projections are formed inside the pass (on the full Adult data, K = 30,
+    the two sparse products X mu^T took 8-15 ms of a 60-75 ms pass, serial).
+    ``coef_*`` (3, K) are the coefficients (E g A, E g^2 A / kappa,
+    E g^2 (1 - p A / kappa)) of :func:`projection_moments`: per row the
+    moments E[a^T x] = c1 t and E[(a^T x)^2] = c2 ||x||^2 + c3 t^2 are formed
+    in (K,) buffers (no (n, K) temporaries), then :func:`_optimal_row`.
+    Returns (phi, xi, c, d, terms, G_M, G_V) as :func:`_moment_rows` (serial
+    or parallel in the same way). ``out``: arrays (phi, xi, d, c, G_M, G_V)
+    of a previous call that nothing uses any more, overwritten instead of
+    allocating new ones (fresh pages of ~55 MB per pass on the full Adult
+    data cost about as much as a tenth of the pass); used only with
+    ``want_weights`` and matching shapes.
     """
-    n, K = t_b.shape
+    n, K = sq.shape[0], coef_b.shape[1]
     if (out is None or not want_weights or out[0].shape != (n, K)
             or out[3].shape != (n,) or out[4].shape != (n, 2 * K)):
         out = _row_outputs(n, K, want_weights)[:6]
     phi, xi, d, c, g_mean, g_second = out
     kernel = (_objective_rows_parallel_into if use_parallel(n, K)
               else _objective_rows_serial_into)
-    terms = kernel(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, tol,
-                   gain_tol, want_weights, phi, xi, d, c, g_mean, g_second)
+    terms = kernel(sign, sq, *_rows_source(t_b, t_e, csr), coef_b, coef_e, c0, use_c0,
+                   n_rounds, tol, gain_tol, want_weights, phi, xi, d, c, g_mean,
+                   g_second)
     return phi, xi, c, d, terms, g_mean, g_second
 
 

@@ -1,8 +1,10 @@
 """DiversityMixtureOfExperts: Bayesian mixture of experts, mutual angular prior."""
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 from scipy import special
@@ -585,13 +587,23 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
             rows = np.sort(rng.choice(rows.size, _CANDIDATE_ROWS, replace=False))
         Xc, yc = X[rows], y[rows]
         sq = row_norms(Xc, squared=True)
-        best = None
-        for _ in range(_N_CANDIDATES):
-            state = gaussian_init(K, p, self.prior_std, rng, _GAUSSIAN_INIT_SCALE)
+        candidates = [gaussian_init(K, p, self.prior_std, rng, _GAUSSIAN_INIT_SCALE)
+                      for _ in range(_N_CANDIDATES)]
+
+        def run(state):
             for _ in range(_CANDIDATE_ITER):
                 gaussian_iteration(Xc, yc, sq, state, self.prior_std)
-            if best is None or state.value > best.value:
-                best = state
+
+        # independent candidates, one per thread (their kernels release the GIL;
+        # the same numbers with any number of threads)
+        n_threads = min(_N_CANDIDATES, numba.get_num_threads())
+        if n_threads > 1:
+            with ThreadPoolExecutor(n_threads) as pool:
+                list(pool.map(run, candidates))
+        else:
+            for state in candidates:
+                run(state)
+        best = candidates[int(np.argmax([state.value for state in candidates]))]
         if rows.size < X.shape[0]:
             best.aux = None  # recomputed on the continuation's rows
             if n_iter > 0 and X.shape[0] > _START_ROWS:  # candidates' rows + others

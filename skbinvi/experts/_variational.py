@@ -82,6 +82,7 @@ tests/test_experts_variational.py.
 from dataclasses import dataclass, field
 
 import numpy as np
+import numba
 import scipy.sparse as sp
 from numba import prange
 from scipy.linalg import lapack
@@ -139,7 +140,9 @@ _GATE_TOL = 1e-10
 # the fit's gate solver also stops a row when one more Newton step would
 # tighten its bound by less than this (nats; the predicted gain g^2 / (2 h''));
 # on Adult, K = 30, the bound moves by 2e-9 nats in total and the solver
-# saves about one round in four
+# saves about one round in four. (1e-8 would spare one of the three Newton
+# evaluations of most rows there, the row pass 52 against 62 ms, but moves the
+# BMEM-G start enough to change its basin on the two-regime task.)
 _GATE_GAIN_TOL = 1e-12
 # over-relaxation factors of the outer iterations (adaptive, [SR])
 _MIN_OMEGA = 2.0
@@ -353,51 +356,109 @@ def variational_objective(X, y, beta, eta, *, method="vi", kappa_prior=1.0, mu0=
 # ---------------------------------------------------------------------------
 
 
+@njit(inline="always")
+def _statistics_columns(indptr, indices, data, sq, g_mean, g_second, off, k0, k1, bt, v,
+                        Q):
+    """Columns k0..k1-1 of :func:`_fixed_aux_statistics_csr` (into bt, v, Q).
+
+    One serial pass over the rows in order into packed accumulators: the
+    upper triangle a <= b of the p x p products, row a from ``off[a]``, with
+    the k1 - k0 weight columns contiguous ((p (p + 1) / 2, k1 - k0) floats).
+    """
+    n = indptr.shape[0] - 1
+    p = off.shape[0]
+    m = k1 - k0
+    acc = np.zeros((p * (p + 1) // 2, m))
+    acc_b = np.zeros((p, m))
+    acc_v = np.zeros(m)
+    for i in range(n):
+        lo, hi = indptr[i], indptr[i + 1]
+        gs = g_second[i, k0:k1]
+        gm = g_mean[i, k0:k1]
+        sq_i = sq[i]
+        for k in range(m):
+            acc_v[k] += sq_i * gs[k]
+        for a in range(lo, hi):
+            ia = indices[a]
+            xa = data[a]
+            b_row = acc_b[ia]
+            for k in range(m):
+                b_row[k] += xa * gm[k]
+            base = off[ia] - ia
+            for b in range(a, hi):
+                xab = xa * data[b]
+                q = acc[base + indices[b]]
+                for k in range(m):
+                    q[k] += gs[k] * xab
+    for k in range(m):
+        v[k0 + k] = acc_v[k]
+    for a in range(p):
+        for k in range(m):
+            bt[k0 + k, a] = acc_b[a, k]
+        for b in range(a, p):
+            q = acc[off[a] + b - a]
+            for k in range(m):
+                Q[k0 + k, a, b] = q[k]
+                Q[k0 + k, b, a] = q[k]
+
+
 @njit
+def _packed_offsets(p):
+    off = np.empty(p, dtype=np.int64)
+    for a in range(p):
+        off[a] = a * p - a * (a - 1) // 2
+    return off
+
+
+@njit(nogil=True)
+def _fixed_aux_statistics_serial(indptr, indices, data, sq, g_mean, g_second, p):
+    K = g_second.shape[1]
+    bt, v, Q = np.empty((K, p)), np.empty(K), np.empty((K, p, p))
+    _statistics_columns(indptr, indices, data, sq, g_mean, g_second, _packed_offsets(p),
+                        0, K, bt, v, Q)
+    return bt, v, Q
+
+
+@njit(parallel=True)
+def _fixed_aux_statistics_parallel(indptr, indices, data, sq, g_mean, g_second, p,
+                                   n_blocks):
+    K = g_second.shape[1]
+    bt, v, Q = np.empty((K, p)), np.empty(K), np.empty((K, p, p))
+    off = _packed_offsets(p)
+    size = (K + n_blocks - 1) // n_blocks
+    for blk in prange(n_blocks):
+        k0 = min(K, blk * size)
+        _statistics_columns(indptr, indices, data, sq, g_mean, g_second, off, k0,
+                            min(K, k0 + size), bt, v, Q)
+    return bt, v, Q
+
+
 def _fixed_aux_statistics_csr(indptr, indices, data, sq, g_mean, g_second, p):
     """b = X^T G_M (K, p), v = G_V^T ||x||^2 (K,), Q[k] = X^T diag(G_V[:, k]) X.
 
     CSR X with sorted, unique indices; G_M, G_V of shape (n, K). Q costs
-    O(sum_n nnz_n (nnz_n + 1) / 2 K) multiply-adds, in one serial pass over
-    the rows in order into one (p, p, K) accumulator (the inner loop over k
-    contiguous; only a <= b is touched, Q is symmetric). Split in two row
-    chunks on two threads the pass took 20-30% more CPU time on the full
-    Adult data (K = 60 weight columns: two accumulators of 3.7 MB touched
-    each instead of one, and their sum). Checked against the NumPy products in
+    O(sum_n nnz_n (nnz_n + 1) / 2 K) multiply-adds. The K weight columns are
+    split into one block per thread, of at least 8 columns (one block when
+    the pass is small, see :func:`~skbinvi.experts._bounds.use_parallel`);
+    each block is one serial
+    pass over the rows in order into its own packed accumulator (the upper
+    triangle a <= b, its columns contiguous), so every entry is summed in
+    the same order whatever the number of threads. On the full Adult data
+    (K = 60 weight columns: 30 experts and 30 gates) the packed accumulator of
+    a block of 30 columns (1.9 MB) stays in a core's cache: two blocks on two
+    threads took 34 ms against 68-94 ms for the former single pass into a
+    (p, p, K) array (7.4 MB), and one packed block 56 ms; splitting the rows
+    in two chunks instead took 20-30% more CPU time. Checked against the
+    NumPy products in
     ``tests/test_experts_variational.py::test_weighted_gram_and_quadratic_forms_match_numpy``.
     """
     n, K = g_second.shape
-    acc = np.zeros((p, p, K))
-    acc_b = np.zeros((p, K))
-    v = np.zeros(K)
-    for i in range(n):
-        lo, hi = indptr[i], indptr[i + 1]
-        gs = g_second[i]
-        gm = g_mean[i]
-        sq_i = sq[i]
-        for k in range(K):
-            v[k] += sq_i * gs[k]
-        for a in range(lo, hi):
-            xa = data[a]
-            b_row = acc_b[indices[a]]
-            for k in range(K):
-                b_row[k] += xa * gm[k]
-            acc_a = acc[indices[a]]
-            for b in range(a, hi):
-                xab = xa * data[b]
-                q = acc_a[indices[b]]
-                for k in range(K):
-                    q[k] += gs[k] * xab
-    Q = np.empty((K, p, p))
-    bt = np.empty((K, p))
-    for a in range(p):
-        for k in range(K):
-            bt[k, a] = acc_b[a, k]
-        for b in range(a, p):
-            for k in range(K):
-                Q[k, a, b] = acc[a, b, k]
-                Q[k, b, a] = acc[a, b, k]
-    return bt, v, Q
+    # blocks of at least 8 columns (narrower ones re-read the rows for little work)
+    n_blocks = min(numba.get_num_threads(), K // 8)
+    if use_parallel(n, K) and n_blocks >= 2:
+        return _fixed_aux_statistics_parallel(indptr, indices, data, sq, g_mean,
+                                              g_second, p, n_blocks)
+    return _fixed_aux_statistics_serial(indptr, indices, data, sq, g_mean, g_second, p)
 
 
 def _canonical_csr(X):
@@ -642,24 +703,30 @@ def objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams, c_init=None,
     earlier result that nothing uses any more (:func:`_buffers`), overwritten.
     """
     pts = (_point(beta), _point(eta))
-    projections, coefs = [], []
+    coefs = []
     for pt in pts:
         a, aok, omega = pt.bessel()[:3]
         eg, eg2, _ = pt.gamma(cfg.alpha1, cfg.alpha2)
-        projections.append(np.ascontiguousarray(X @ pt.mu.T, dtype=np.float64))
         coefs.append(np.array([eg * a, eg2 * aok, eg2 * omega], dtype=np.float64))
     if c_init is not None and np.shape(c_init) != (X.shape[0],):
         c_init = None
     if beta.mu.shape[0] >= 2:
-        # one pass over the rows: moments, gate Newton and pieces fused
+        # one pass over the rows: projections (CSR X), moments, gate Newton and
+        # pieces fused
+        if sp.issparse(X):
+            projections, csr = (None, None), (*_canonical_csr(X), beta.mu, eta.mu)
+        else:
+            projections, csr = [np.ascontiguousarray(X @ pt.mu.T, dtype=np.float64)
+                                for pt in pts], None
         phi, xi, c, d, (e, g, h), g_mean, g_second = _objective_rows(
             2.0 * y - 1.0, sq, *projections, *coefs,
             np.zeros(1) if c_init is None else np.ascontiguousarray(c_init, dtype=float),
             c_init is not None, _GATE_ROUNDS, _GATE_TOL, _GATE_GAIN_TOL, want_weights,
-            out)
+            out, csr)
         weights = (g_mean, g_second)
     else:
         weights = None
+        projections = [np.asarray(X @ pt.mu.T, dtype=np.float64) for pt in pts]
         moments = []
         for t, (c1, c2, c3) in zip(projections, coefs, strict=True):
             moments += [c1 * t, c2 * sq[:, None] + c3 * (t * t)]
@@ -901,7 +968,7 @@ def _quadratic_forms_row(i, indptr, indices, data, St, out):
                 out[i, k] += w * St[ja, jb, k]
 
 
-@njit
+@njit(nogil=True)
 def _quadratic_forms_serial(indptr, indices, data, St):
     out = np.zeros((indptr.shape[0] - 1, St.shape[2]))
     for i in range(out.shape[0]):
