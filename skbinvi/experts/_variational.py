@@ -81,8 +81,8 @@ tests/test_experts_variational.py.
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import numba
+import numpy as np
 import scipy.sparse as sp
 from numba import prange
 from scipy.linalg import lapack
