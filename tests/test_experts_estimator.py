@@ -3,6 +3,7 @@
 import pickle
 import warnings
 
+import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -252,6 +253,27 @@ def _check_experts_match_true_gate_ceiling(m, X, y, Xt, yt):
         tr, te = (X[:, axis] > 0) == side, (Xt[:, axis] > 0) == side
         hits += np.sum(LogisticRegression().fit(X[tr], y[tr]).predict(Xt[te]) == yt[te])
     assert routed > hits / len(yt) - 0.015, (routed, hits / len(yt))
+
+
+def test_start_candidates_on_threads_give_the_same_fit():
+    """The BMEM-G start runs its candidates on Numba's threads; with one
+    thread they run one after another, and the fit is the same to the bit."""
+    n_threads = numba.get_num_threads()
+    if n_threads < 2:
+        pytest.skip("needs two Numba threads")
+    X, y = two_regimes(600, 3)
+    fits = []
+    for threads in (1, n_threads):
+        numba.set_num_threads(threads)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                fits.append(DiversityMixtureOfExperts(3, max_iter=4, random_state=0)
+                            .fit(X, y))
+        finally:
+            numba.set_num_threads(n_threads)
+    for name in ("expert_coef_", "gate_coef_", "elbo_history_"):
+        np.testing.assert_array_equal(getattr(fits[0], name), getattr(fits[1], name))
 
 
 def _adult_subset():

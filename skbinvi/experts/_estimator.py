@@ -23,6 +23,7 @@ from threadpoolctl import threadpool_limits
 from .._base import FIT_LOOP_CONSTRAINTS, BaseVariational
 from ._angular import mutual_angles
 from ._ascent import ObjectiveConfig, prior_constants
+from ._bounds import use_parallel
 from ._mcmc import (
     ADAPT_BLOCK,
     adapt_proposals,
@@ -595,8 +596,13 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
                 gaussian_iteration(Xc, yc, sq, state, self.prior_std)
 
         # independent candidates, one per thread (their kernels release the GIL;
-        # the same numbers with any number of threads)
+        # the same numbers with any number of threads), when every pass of a
+        # candidate runs its serial kernel: Numba's fallback threading layer
+        # (workqueue, without OpenMP or TBB) aborts on parallel kernels
+        # launched from two threads at once
         n_threads = min(_N_CANDIDATES, numba.get_num_threads())
+        if use_parallel(Xc.shape[0], 2 * K):
+            n_threads = 1
         if n_threads > 1:
             with ThreadPoolExecutor(n_threads) as pool:
                 list(pool.map(run, candidates))
