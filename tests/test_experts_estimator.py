@@ -18,7 +18,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from skbinvi import DiversityMixtureOfExperts
 from skbinvi._base import UnusedLatentWarning
 from skbinvi.datasets import load_adult
-from skbinvi.experts._vmf import bessel_ratio
+from skbinvi.experts._vmf import bessel_ratio, vmf_entropy
 
 METHODS = [("vi", "mabn"), ("pr", "mabn"), ("mcmc", "mabn"), ("vi", "gaussian"),
            ("mcmc", "gaussian")]
@@ -609,11 +609,50 @@ def test_unused_experts_are_reported():
     X, y = _two_expert_data(300, seed=16)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        with pytest.warns(UnusedLatentWarning, match="of 4 experts are in use"):
+        with pytest.warns(UnusedLatentWarning, match="of 4 experts are in use") as rec:
             m = DiversityMixtureOfExperts(4, random_state=0).fit(X, y)
     assert m.n_active_experts_[0] == 2
     used = np.sort(m.expert_usage_[0])[::-1]
     assert used[1] > 0.2 and used[2] < 0.01
+    # the warning states what an expert in use pays for its concentration:
+    # KL(q || uniform) of its expert and gate directions, from the fitted q
+    st = m._states[0]
+    p = X.shape[1] + 1
+    uniform = float(vmf_entropy(p, 0.0))
+    price = sum(uniform - vmf_entropy(p, q.kappa) for q in (st.beta, st.eta))
+    in_use = m.expert_usage_[0] >= 0.01
+    assert np.all(price[in_use] > 1.0)          # concentrated: they pay
+    assert price[~in_use].max() < 0.5 * price[in_use].min()  # near the prior
+    text = str(rec[0].message)
+    assert f"pays about {np.mean(price[in_use]):.0f} nats" in text
+    assert f"({p} here, with the intercept)" in text
+
+
+@pytest.mark.slow
+def test_price_of_an_expert_grows_with_the_number_of_features():
+    """Why the gates die on raw binary MNIST (user guide, "Many features").
+
+    An expert in use needs a concentrated q: the variance of its logits has
+    the term E[g^2] (A_p(kappa) / kappa) ||x||^2, which a large kappa makes
+    small, and the KL of q from a uniform direction, about (p - 1) / 2 log
+    kappa, is paid in every dimension. Measured on the two-regime task
+    (2,000 rows, seed 3; the price of an expert and its gate): 120 nats
+    each with its 20 features (test accuracy 0.899), 210-350 nats (mean 283)
+    with 50 noise features added (0.797): more features make every expert
+    dearer, so the ELBO keeps fewer of them or learns them worse. Checked:
+    the price per expert in use at least doubles with the noise features.
+    """
+    X, y = two_regimes(2000, 3)
+    noise = np.random.RandomState(0).normal(size=(2000, 50))
+    prices = []
+    for Z in (X, np.hstack([X, noise])):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            warnings.simplefilter("ignore", UnusedLatentWarning)
+            m = DiversityMixtureOfExperts(4, random_state=0).fit(Z, y)
+        price = m._concentration_price()[0]
+        prices.append(np.mean(price[m.expert_usage_[0] >= 0.01]))
+    assert prices[1] > 2.0 * prices[0], prices
 
 
 def test_one_dimensional_directions_are_refused_with_a_clear_error():

@@ -44,6 +44,7 @@ from ._variational import (
     params_from_vectors,
     variational_iteration,
 )
+from ._vmf import vmf_entropy
 
 # iterations of the BMEM-G variational fit that starts "vi" and "pr"
 # (init="bmemg") and the MCMC chain
@@ -907,7 +908,47 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
                 "responsibility >= (K + 1) / (2 K), for >= 1% of the training rows; "
                 "expert_usage_ has the shares",
                 "The data may not need that many experts (the ELBO prefers fewer): "
-                "compare elbo_ across n_components, or use a smaller one.")
+                "compare elbo_ across n_components, or use a smaller one."
+                + self._price_note(X.shape))
+
+    def _concentration_price(self):
+        """KL(q || uniform direction) of each expert's and its gate's direction.
+
+        Returns an ndarray of shape (n_targets, K), nats: log |S^{p-1}| -
+        H(vMF(kappa_expert)) + the same for the gate, the part of the ELBO an
+        expert pays for knowing its directions (None unless "vi" / "pr").
+        It grows like (p - 1) / 2 log kappa: with many features an expert
+        needs a large kappa to make its logits sharp (their variance has a
+        term E[g^2] (A_p(kappa) / kappa) ||x||^2) and pays for it in every
+        one of the p dimensions (user guide, "Many features").
+        """
+        if self._kind() != "vmf":
+            return None
+        out = []
+        for st in self._states:
+            p = st.beta.mu.shape[1]
+            uniform = float(vmf_entropy(p, 0.0))
+            out.append(sum(uniform - np.asarray(vmf_entropy(p, q.kappa), dtype=float)
+                           for q in (st.beta, st.eta)))
+        return np.array(out)
+
+    def _price_note(self, shape):
+        """The warning's sentence on the price of an expert in use ("" if none)."""
+        price = self._concentration_price()
+        used = self.expert_usage_ >= _USE_SHARE
+        if price is None or not np.any(used):
+            return ""
+        n, p = shape
+        each = float(np.mean(price[used]))
+        return (
+            f" Each expert in use pays about {each:.0f} nats ({each / n:.3f} per "
+            f"training row) in the ELBO for the concentration of its expert and "
+            f"gate directions (the KL of their q from a uniform direction), a price "
+            f"that grows with the number of features ({p} here, with the "
+            f"intercept): another expert must gain more than that in expected "
+            f"log-likelihood. With many features, projecting onto fewer (e.g. PCA "
+            f"or TruncatedSVD, then StandardScaler, in a Pipeline) or more rows "
+            f"let more experts live (user guide, 'Many features').")
 
     # ---------------------------------------------------------------- predict
     def _check_X(self, X):
