@@ -265,7 +265,8 @@ def test_moments_against_monte_carlo(p, kappa):
 @pytest.mark.parametrize("p, kappa", [(2, 1.0), (3, 10.0), (10, 0.1), (124, 1000.0),
                                       (5, 1e5)])
 def test_wood_sampler_fallback(p, kappa):
-    """Our Wood (1994) sampler, used when SciPy has no vonmises_fisher."""
+    """Our Wood (1994) sampler: the MCMC direction proposals, and sample_vmf
+    when SciPy has no vonmises_fisher."""
     rng = np.random.default_rng(p)
     mu = _random_unit(p, rng)
     n = 100_000 if p <= 10 else 20_000

@@ -114,7 +114,7 @@ from sklearn.utils import check_array, check_random_state
 from .._math import log_sigmoid
 from .._numba import njit
 from ._bounds import _check_y
-from ._vmf import log_normalizer, sample_vmf
+from ._vmf import _sample_vmf_wood, log_normalizer, sample_vmf
 
 __all__ = [
     "MCMCResult",
@@ -818,18 +818,25 @@ def _projections(X, A):
 class _DirectionProposer:
     """Draws u' ~ vMF(u, kappa_hat) from batches of vMF(e_p, kappa_hat) draws.
 
-    Batches come from :func:`~skbinvi.experts._vmf.sample_vmf`
-    (``scipy.stats.vonmises_fisher``) around e_p, and each draw x is mapped by
+    Batches come from Wood's rejection sampler [Wood] around e_p
+    (:func:`~skbinvi.experts._vmf._sample_vmf_wood`, O(p) per draw: around
+    e_p it needs no rotation), and each draw x is mapped by
     the Householder reflection H with H e_p = u (h = e_p - u,
     H = I - 2 h h^T / h^T h). H is orthogonal and vMF(x | mu, k) depends on
     x only through mu^T x, so H x ~ vMF(H e_p, k) = vMF(u, k) [D]. Batching
-    avoids one SciPy distribution object per proposal (~100 us each).
+    avoids the fixed cost of a call per proposal. A batch holds at most
+    ``limit`` draws, the proposals the run can still ask for: with one
+    proposer per vector and a block of 25 sweeps, batches of 2,048 threw away
+    99% of their draws, and ``scipy.stats.vonmises_fisher``, used before,
+    rotates every batch with a p x p matrix from a QR factorization (at
+    p = 785, 580 ms per batch of 2,048 against 60 ms for these draws).
     """
 
-    def __init__(self, p, kappa_hat, rng):
+    def __init__(self, p, kappa_hat, rng, limit=_PROPOSAL_BATCH):
         self.p = p
         self.kappa_hat = kappa_hat
         self.rng = rng
+        self.left = int(limit)  # proposals the run can still ask for
         self.e = np.zeros(p)
         self.e[-1] = 1.0
         self.buffer = np.empty((0, p))
@@ -837,7 +844,11 @@ class _DirectionProposer:
 
     def __call__(self, u):
         if self.pos >= self.buffer.shape[0]:
-            self.buffer = sample_vmf(self.e, self.kappa_hat, _PROPOSAL_BATCH, self.rng)
+            size = max(1, min(_PROPOSAL_BATCH, self.left))
+            self.left -= size
+            self.buffer = (_sample_vmf_wood(self.e, self.kappa_hat, size, self.rng)
+                           if self.kappa_hat > 0.0 else sample_vmf(self.e, 0.0, size,
+                                                                  self.rng))
             self.pos = 0
         x = self.buffer[self.pos]
         self.pos += 1
@@ -1053,10 +1064,11 @@ def run_metropolis_hastings(X, y, n_components, *, prior="mabn", kappa=1.0,
                     + float(np.sum((alpha1 - 1.0) * np.log(g) - alpha2 * g)))
 
         if np.all(kappa_hat == kappa_hat[0, 0]):  # one shared proposer
-            shared = _DirectionProposer(p, float(kappa_hat[0, 0]), rng)
+            shared = _DirectionProposer(p, float(kappa_hat[0, 0]), rng,
+                                        2 * K * n_sweeps)
             proposers = [[shared] * K, [shared] * K]
         else:
-            proposers = [[_DirectionProposer(p, float(kappa_hat[s, k]), rng)
+            proposers = [[_DirectionProposer(p, float(kappa_hat[s, k]), rng, n_sweeps)
                           for k in range(K)] for s in range(2)]
         counts = {f"{who}_{kind}": [0, 0] for who in ("expert", "gate")
                   for kind in ("direction", "magnitude")}
