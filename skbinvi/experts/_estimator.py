@@ -944,8 +944,9 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
             f" Each expert in use pays about {each:.0f} nats ({each / n:.3f} per "
             f"training row) in the ELBO for the concentration of its expert and "
             f"gate directions (the KL of their q from a uniform direction), a price "
-            f"that grows with the number of features ({p} here, with the "
-            f"intercept): another expert must gain more than that in expected "
+            f"that grows with the number of features ({p} here"
+            f"{', with the intercept' if self.fit_intercept else ''}): another "
+            f"expert must gain more than that in expected "
             f"log-likelihood. With many features, projecting onto fewer (e.g. PCA "
             f"or TruncatedSVD, then StandardScaler, in a Pipeline) or more rows "
             f"let more experts live (user guide, 'Many features').")
