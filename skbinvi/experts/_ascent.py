@@ -37,7 +37,7 @@ from scipy import special
 
 from .._numba import njit
 from ._angular import value_and_grad_unchecked
-from ._vmf import _bessel_quantities, log_normalizer
+from ._vmf import log_normalizer, vmf_point_quantities
 
 __all__ = ["ObjectiveConfig", "Point", "PriorConstants", "SetObjective", "ascend",
            "direction_parts", "prior_constants", "set_prior"]
@@ -133,17 +133,10 @@ class Point:
     def bessel(self):
         """(A, A/kappa, 1 - p A/kappa, A', d(A/kappa)/dkappa, entropy) of the kappas."""
         if self._bessel is None:
-            kappa = self.kappa
-            p = float(self.mu.shape[1])
-            p_arr = np.full(kappa.shape, p)
-            a, aok, omega, da, one_minus_a, log_c = _bessel_quantities(
-                p_arr, kappa, with_log_normalizer=True)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                num = np.where(kappa > p, da - aok, omega - a * a)
-                d_aok = np.where(kappa > 0.0, num / kappa, 0.0)
-            # H[vMF] = -log C_p(kappa) - kappa A = -(log C_p + kappa) + kappa (1 - A)
-            entropy = -log_c + kappa * one_minus_a
-            self._bessel = (a, aok, omega, da, d_aok, entropy)
+            # d(A/kappa)/dkappa = (dA - A/kappa) / kappa (large kappa) or
+            # (1 - p A/kappa - A^2) / kappa; H[vMF] = -log C_p(kappa) - kappa A =
+            # -(log C_p + kappa) + kappa (1 - A): one compiled pass
+            self._bessel = tuple(vmf_point_quantities(self.mu.shape[1], self.kappa))
         return self._bessel
 
     def gamma(self, alpha1, alpha2):

@@ -44,6 +44,7 @@ Derivations tagged [D] are ours and are checked in tests/test_experts_vmf.py.
 """
 
 import functools
+import math
 
 import numpy as np
 from scipy import special, stats
@@ -235,6 +236,110 @@ def _bessel_quantities(p, kappa, with_log_normalizer=False):
         pieces[~mask0] = np.log(iv0[~mask0])
     return (a, a_over_k, omega, da, one_minus_a,
             _log_normalizer_from_pieces(p, nu, kappa, mask0, pieces))
+
+
+
+def vmf_point_quantities(p, kappa):
+    """A, A/kappa, 1 - p A/kappa, dA/dkappa, d(A/kappa)/dkappa and entropy of vMF(kappa).
+
+    The quantities the inner ascent of the mixture of experts needs at one
+    dimension p (float) for the concentrations ``kappa`` (float64, shape
+    (K,)): those of :func:`_bessel_quantities` with the normalizer, plus
+    d(A_p/kappa)/dkappa and the entropy H = -log C_p - kappa A_p, in one
+    compiled pass after the two ``ive`` evaluations (:func:`_point_kernel`;
+    the NumPy version costs ~40 array operations per call, and the ascent
+    makes ~20 calls per iteration). Equal to :func:`_bessel_quantities` to
+    rounding (checked in tests/test_experts_vmf.py).
+    """
+    p = float(p)
+    kappa = np.ascontiguousarray(kappa, dtype=np.float64)
+    nu = 0.5 * p - 1.0
+    with np.errstate(under="ignore"):
+        iv0 = special.ive(nu, kappa)
+        iv1 = special.ive(nu + 1.0, kappa)
+    return _point_kernel(p, kappa, iv0, iv1, _asymptotic_coefficients(0.5 * (p - 1.0)))
+
+
+@njit
+def _log_hyp0f1_one(b, x):
+    """:func:`_log_hyp0f1` of one (b, x), with 30 + 3 sqrt(x) terms."""
+    if not x > 0.0:
+        return 0.0
+    n_terms = int(30.0 + math.ceil(3.0 * math.sqrt(x)))
+    log_x = math.log(x)
+    lt = 0.0
+    l_max = 0.0
+    for m in range(1, n_terms):
+        lt += log_x - math.log(m) - math.log(b + m - 1.0)
+        if lt > l_max:
+            l_max = lt
+    lt = 0.0
+    rest = 0.0
+    for m in range(1, n_terms):
+        lt += log_x - math.log(m) - math.log(b + m - 1.0)
+        rest += math.exp(lt - l_max)
+    if l_max == 0.0:
+        return math.log1p(rest)
+    return l_max + math.log(math.exp(-l_max) + rest)
+
+
+@njit
+def _point_kernel(p, kappa, iv0, iv1, coef):
+    """The loop of :func:`vmf_point_quantities`: the branches of
+    :func:`_bessel_quantities` (series / ``ive`` ratio / asymptotic series)
+    and :func:`_log_normalizer_from_pieces`, element by element."""
+    K = kappa.shape[0]
+    out = np.empty((6, K))
+    nu = 0.5 * p - 1.0
+    c = 0.5 * (p - 1.0)
+    asym_from = max(_ASYM_KAPPA_MIN, _ASYM_KAPPA_PER_C * c)
+    half_log_2pi_p = 0.5 * p * _LOG_2PI
+    series_const = nu * math.log(2.0) + math.lgamma(nu + 1.0) - half_log_2pi_p
+    T = coef.shape[0]
+    for i in range(K):
+        k = kappa[i]
+        small = 0.25 * k * k <= _SERIES_X_OVER_B * (nu + 1.0)
+        mask0 = small or not (iv0[i] > _IVE_TINY)
+        mask = mask0 or not (iv1[i] > _IVE_TINY)
+        log_f1 = 0.0
+        if mask:
+            x = 0.25 * k * k
+            log_f1 = _log_hyp0f1_one(nu + 1.0, x)
+            diff = _log_hyp0f1_one(nu + 2.0, x) - log_f1
+            aok = math.exp(diff) / p
+            a = aok * k
+            omega = -math.expm1(diff)
+        else:
+            a = iv1[i] / iv0[i]
+            aok = a / k
+            omega = 1.0 - p * a / k
+        da = omega + aok - a * a
+        one_minus_a = 1.0 - a
+        if k >= asym_from:
+            inv = 1.0 / k
+            acc_a = 0.0
+            acc_d = 0.0
+            for n in range(T, 0, -1):
+                acc_a = (acc_a + coef[n - 1]) * inv
+                acc_d = (acc_d + n * coef[n - 1]) * inv
+            one_minus_a = -acc_a
+            da = -acc_d * inv
+        if mask0:
+            log_c = series_const - log_f1 + k
+        else:
+            log_c = ((0.0 if nu == 0.0 else nu * math.log(k)) - half_log_2pi_p
+                     - math.log(iv0[i]))
+        if k > p:
+            num = da - aok
+        else:
+            num = omega - a * a
+        out[0, i] = a
+        out[1, i] = aok
+        out[2, i] = omega
+        out[3, i] = da
+        out[4, i] = num / k if k > 0.0 else 0.0
+        out[5, i] = -log_c + k * one_minus_a
+    return out
 
 
 @functools.lru_cache(maxsize=64)
