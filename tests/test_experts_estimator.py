@@ -288,9 +288,9 @@ def test_adult_bmemg_start_keeps_gates_alive(inference):
     """Issue 12 acceptance: Adult, 4,000 rows, K = 5, max_iter = 40.
 
     Measured (this subset, seed 0; benchmarks/bench_moe.py, section
-    adult_start, 2026-11-24): vi angle 0.74 rad, mean max gate probability
-    1.000, ELBO -1,848 nats against -5,495 from the old start; pr 1.40 rad,
-    1.000, -1,841 against -5,491.
+    adult_start, 2026-11-25): vi angle 0.90 rad, mean max gate probability
+    1.000, ELBO -1,849 nats against -5,495 from the old start; pr 1.43 rad,
+    1.000, -1,838 against -5,491.
     """
     X, y = _adult_subset()
     kw = dict(n_components=5, inference=inference, max_iter=40, random_state=0)
