@@ -240,7 +240,7 @@ def _bessel_quantities(p, kappa, with_log_normalizer=False):
 
 
 def vmf_point_quantities(p, kappa):
-    """A, A/kappa, 1 - p A/kappa, dA/dkappa, d(A/kappa)/dkappa and entropy of vMF(kappa).
+    """A, A/kappa, 1 - p A/kappa, dA/dkappa, d(A/kappa)/dkappa, entropy of vMF(kappa).
 
     The quantities the inner ascent of the mixture of experts needs at one
     dimension p (float) for the concentrations ``kappa`` (float64, shape
