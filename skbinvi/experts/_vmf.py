@@ -238,7 +238,6 @@ def _bessel_quantities(p, kappa, with_log_normalizer=False):
             _log_normalizer_from_pieces(p, nu, kappa, mask0, pieces))
 
 
-
 def vmf_point_quantities(p, kappa):
     """A, A/kappa, 1 - p A/kappa, dA/dkappa, d(A/kappa)/dkappa, entropy of vMF(kappa).
 
@@ -267,17 +266,17 @@ def _log_hyp0f1_one(b, x):
         return 0.0
     n_terms = int(30.0 + math.ceil(3.0 * math.sqrt(x)))
     log_x = math.log(x)
+    log_t = np.empty(n_terms - 1)
     lt = 0.0
     l_max = 0.0
     for m in range(1, n_terms):
         lt += log_x - math.log(m) - math.log(b + m - 1.0)
+        log_t[m - 1] = lt
         if lt > l_max:
             l_max = lt
-    lt = 0.0
     rest = 0.0
-    for m in range(1, n_terms):
-        lt += log_x - math.log(m) - math.log(b + m - 1.0)
-        rest += math.exp(lt - l_max)
+    for j in range(n_terms - 1):
+        rest += math.exp(log_t[j] - l_max)
     if l_max == 0.0:
         return math.log1p(rest)
     return l_max + math.log(math.exp(-l_max) + rest)
@@ -295,7 +294,6 @@ def _point_kernel(p, kappa, iv0, iv1, coef):
     asym_from = max(_ASYM_KAPPA_MIN, _ASYM_KAPPA_PER_C * c)
     half_log_2pi_p = 0.5 * p * _LOG_2PI
     series_const = nu * math.log(2.0) + math.lgamma(nu + 1.0) - half_log_2pi_p
-    T = coef.shape[0]
     for i in range(K):
         k = kappa[i]
         small = 0.25 * k * k <= _SERIES_X_OVER_B * (nu + 1.0)
@@ -316,14 +314,7 @@ def _point_kernel(p, kappa, iv0, iv1, coef):
         da = omega + aok - a * a
         one_minus_a = 1.0 - a
         if k >= asym_from:
-            inv = 1.0 / k
-            acc_a = 0.0
-            acc_d = 0.0
-            for n in range(T, 0, -1):
-                acc_a = (acc_a + coef[n - 1]) * inv
-                acc_d = (acc_d + n * coef[n - 1]) * inv
-            one_minus_a = -acc_a
-            da = -acc_d * inv
+            one_minus_a, da = _asymptotic_one(coef, k)
         if mask0:
             log_c = series_const - log_f1 + k
         else:
@@ -383,17 +374,21 @@ def _asymptotic_sums(coef, kappa):
     m = kappa.shape[0]
     one_minus_a = np.empty(m)
     da = np.empty(m)
-    T = coef.shape[0]
     for i in range(m):
-        inv = 1.0 / kappa[i]
-        acc_a = 0.0
-        acc_d = 0.0
-        for n in range(T, 0, -1):
-            acc_a = (acc_a + coef[n - 1]) * inv
-            acc_d = (acc_d + n * coef[n - 1]) * inv
-        one_minus_a[i] = -acc_a
-        da[i] = -acc_d * inv
+        one_minus_a[i], da[i] = _asymptotic_one(coef, kappa[i])
     return one_minus_a, da
+
+
+@njit
+def _asymptotic_one(coef, kappa):
+    """(1 - A_p, dA_p/dkappa) at one kappa from the asymptotic series (Horner)."""
+    inv = 1.0 / kappa
+    acc_a = 0.0
+    acc_d = 0.0
+    for n in range(coef.shape[0], 0, -1):
+        acc_a = (acc_a + coef[n - 1]) * inv
+        acc_d = (acc_d + n * coef[n - 1]) * inv
+    return -acc_a, -acc_d * inv
 
 
 def _log_normalizer_scaled(p, kappa):
