@@ -201,34 +201,66 @@ def test_pr_regularization_spreads_the_experts():
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("train_seed, test_seed, floor", [(0, 1, 0.89), (1, 101, 0.90)])
-def test_two_regimes_every_method_with_defaults(train_seed, test_seed, floor):
-    """Issue 12's task: 2,000 rows, 20 features, 5% flipped labels, K = 4.
+def _em_mixture_accuracy(X, y, Xt, yt, n_iter=60):
+    """Test accuracy of a maximum-likelihood mixture of two logistic experts
+    and a logistic gate (scikit-learn's LogisticRegression, responsibilities
+    as sample weights), fitted by EM from the true regimes (responsibility
+    0.9 on the side x_0 > 0): the mixture's model class without priors,
+    given the answer at the start."""
+    n = len(y)
+    r = np.where(X[:, 0] > 0, 0.9, 0.1)
+    gate_y = np.r_[np.ones(n), np.zeros(n)]
+    for _ in range(n_iter):
+        experts = [LogisticRegression().fit(X, y, sample_weight=w + 1e-8)
+                   for w in (r, 1 - r)]
+        gate = LogisticRegression().fit(np.vstack([X, X]), gate_y,
+                                        sample_weight=np.r_[r, 1 - r] + 1e-8)
+        g = gate.predict_proba(X)[:, 1]
+        lik = [e.predict_proba(X)[np.arange(n), y] for e in experts]
+        r_new = g * lik[0] / (g * lik[0] + (1 - g) * lik[1])
+        done, r = np.max(np.abs(r_new - r)) < 1e-6, r_new
+        if done:
+            break
+    g = gate.predict_proba(Xt)[:, 1]
+    prob = (g * experts[0].predict_proba(Xt)[:, 1]
+            + (1 - g) * experts[1].predict_proba(Xt)[:, 1])
+    return np.mean((prob > 0.5) == yt)
 
-    Measured (train seed 0, test seed 1, 2,000 rows each): vi 0.898, pr
-    0.8975, Gaussian vi 0.896, mcmc 0.896; (train 1, test 101): 0.911,
-    0.9105, 0.9075, 0.915; LogisticRegression about 0.5. Issue 12 asked for
-    >= 0.90; the first seed's variational fits end 0.002-0.004 short of it
-    and the benchmark's third seed (train 2, test 102) ends at 0.880-0.886
-    (benchmarks/bench_moe.py, section two_regimes). A logistic regression per
-    regime with the *true* gate scores 0.909-0.922 on these seeds, but that
-    gate is not learnable exactly from 2,000 labels: the mixture's experts
-    under the true gate reach that level (checked below), and the gap comes
-    from the learned gate's direction (a logistic regression per side of
-    the mixture's learned gate scores what the mixture does; user guide,
-    "Results"). The floors are what every method reaches on each seed.
+
+@pytest.mark.slow
+@pytest.mark.parametrize("train_seed", [0, 1])
+def test_two_regimes_every_method_with_defaults(train_seed):
+    """Issue 12's task: 2,000 training rows, 20 features, 5% flipped labels, K = 4.
+
+    Each fit is scored on 50,000 test rows (seed train_seed + 200), which
+    gives its expected accuracy to about 0.0013; 2,000 test rows, the issue's
+    size, have a standard error of about 0.007. Measured (seed 0 / seed 1):
+    vi 0.9035 / 0.9061, pr 0.9036 / 0.9047, mcmc 0.9064 / 0.9125, Gaussian vi
+    0.9024 / 0.9039; LogisticRegression about 0.50; an EM fit of the same
+    model class without priors, started from the true regimes, 0.9003 /
+    0.9026. Over training seeds 0-9 (benchmarks/bench_moe.py, section
+    two_regimes) "vi" averages 0.905 and is above 0.90 on 8 of them and
+    above the EM fit on all 10; seeds 2 and 3 end at 0.896-0.897, where the
+    EM fit ends at 0.894 and 0.890: 2,000 labels tilt a learned gate by
+    1.7-3.4 degrees. A logistic regression per regime with the *true* gate
+    scores 0.916-0.923, but that gate is not learnable exactly from 2,000
+    labels: the mixture's experts under the true gate reach that level
+    (checked below), and the gap comes from the learned gate's direction
+    (user guide, "Results").
     """
     X, y = two_regimes(2000, train_seed)
-    Xt, yt = two_regimes(2000, test_seed)
+    Xt, yt = two_regimes(50000, train_seed + 200)
     lr = LogisticRegression().fit(X, y).score(Xt, yt)
+    em = _em_mixture_accuracy(X, y, Xt, yt)
+    assert em > 0.895
     for inference, prior in METHODS[:4]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             m = DiversityMixtureOfExperts(4, inference=inference, prior=prior,
                                           random_state=0).fit(X, y)
         acc = m.score(Xt, yt)
-        assert acc > floor, (inference, prior, acc)
+        assert acc > 0.90, (inference, prior, acc)
+        assert acc > em - 0.002, (inference, prior, acc, em)
         assert acc > lr + 0.3
         # the gates live: two regimes, two experts in clear use
         assert m.responsibility_entropy_[0] < 0.3
