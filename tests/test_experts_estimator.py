@@ -242,11 +242,11 @@ def test_two_regimes_every_method_with_defaults(train_seed):
     two_regimes) "vi" averages 0.905 and is above 0.90 on 8 of them and
     above the EM fit on 9 (seed 8: 0.9005 against 0.9016); seeds 2 and 3
     end at 0.896-0.897, where the EM fit ends at 0.894 and 0.890: 2,000
-    labels tilt a learned gate by 1.7-3.4 degrees. A logistic regression per regime with the *true* gate
-    scores 0.916-0.923, but that gate is not learnable exactly from 2,000
-    labels: the mixture's experts under the true gate reach that level
-    (checked below), and the gap comes from the learned gate's direction
-    (user guide, "Results").
+    labels tilt a learned gate by 1.7-3.4 degrees. A logistic regression
+    per regime with the *true* gate scores 0.916-0.923, but that gate is not
+    learnable exactly from 2,000 labels: the mixture's experts under the
+    true gate reach that level (checked below), and the gap comes from the
+    learned gate's direction (user guide, "Results").
     """
     X, y = two_regimes(2000, train_seed)
     Xt, yt = two_regimes(50000, train_seed + 200)
