@@ -1081,6 +1081,7 @@ def section_ttq(run, results, quick, seeds=None, corpora=None, Ks=None):
     ))
     return tables
 
+
 def section_rare(run, results, quick, seeds=None, corpora=None, Ks=None):
     """Rare or dead: the causes of default fits with prior <= 0.01 (work_rare)."""
     print("\n[rare] causes with prior <= 0.01: dead or rare?", flush=True)
