@@ -58,3 +58,24 @@ def test_bad_parameters():
         make_noisy_or(10, 5, 2, density=0.0)
     with pytest.raises(ValueError, match="leak"):
         make_noisy_or(10, 5, 2, leak=1.0)
+
+
+def test_one_prior_per_cause():
+    """An array prior sets mu_k per cause; the latent frequencies follow it, and
+    a float prior gives the same draws as the equal array."""
+    prior = np.array([0.5, 0.2, 0.05, 0.0])
+    X, truth = make_noisy_or(20000, 30, 4, prior=prior, random_state=0)
+    assert_array_equal(truth.prior, prior)
+    # binomial standard error <= 0.0036 over 20000 rows
+    assert np.abs(truth.latent.mean(axis=0) - prior).max() < 0.015
+    assert truth.latent[:, 3].sum() == 0
+    X1, _ = make_noisy_or(500, 30, 4, prior=0.2, random_state=3)
+    X2, _ = make_noisy_or(500, 30, 4, prior=np.full(4, 0.2), random_state=3)
+    assert_array_equal(X1, X2)
+
+
+@pytest.mark.parametrize("prior, match", [(np.full(3, 0.2), "shape"),
+                                          ([0.2, 0.2, 0.2, 1.5], r"\[0, 1\]")])
+def test_bad_prior_arrays_are_rejected(prior, match):
+    with pytest.raises(ValueError, match=match):
+        make_noisy_or(10, 5, 4, prior=prior)

@@ -14,7 +14,7 @@ from sklearn.utils._param_validation import Interval, validate_params
         "n_features": [Interval(Integral, 1, None, closed="left")],
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "density": [Interval(Real, 0, 1, closed="right")],
-        "prior": [Interval(Real, 0, 1, closed="both")],
+        "prior": [Interval(Real, 0, 1, closed="both"), "array-like"],
         "weight": [Interval(Real, 0, None, closed="neither")],
         "leak": [Interval(Real, 0, 1, closed="left")],
         "sparse": ["boolean"],
@@ -59,8 +59,10 @@ def make_noisy_or(
         Number of latent causes K.
     density : float in (0, 1], default=0.1
         Fraction of features that each cause can switch on (at least one).
-    prior : float in [0, 1], default=0.2
-        Prior probability mu_k of each cause being on (the same for all k).
+    prior : float in [0, 1] or array-like of shape (n_components,), default=0.2
+        Prior probability mu_k of each cause being on: the same for all k, or
+        one per cause (for causes used unequally, as the topics of a corpus
+        are).
     weight : float > 0, default=2.0
         Weight theta_ik of the features a cause switches on; the cause then
         fires on each of them with probability ``1 - exp(-weight)``. Weights
@@ -88,6 +90,9 @@ def make_noisy_or(
     ------
     sklearn.utils._param_validation.InvalidParameterError
         (a ``ValueError``) if a parameter is out of range.
+    ValueError
+        If an array ``prior`` does not have shape (n_components,) or has an
+        entry outside [0, 1].
 
     References
     ----------
@@ -101,6 +106,15 @@ def make_noisy_or(
     >>> X.shape, truth.components.shape
     ((200, 30), (4, 30))
     """
+    if np.ndim(prior) == 0:
+        mu = np.full(n_components, float(prior))
+    else:
+        mu = np.asarray(prior, dtype=np.float64)
+        if mu.shape != (n_components,):
+            raise ValueError(f"prior must be a float or have shape ({n_components},) "
+                             f"(one per cause); got shape {mu.shape}.")
+        if not np.all((mu >= 0.0) & (mu <= 1.0)):
+            raise ValueError("every prior must be in [0, 1].")
     rng = check_random_state(random_state)
     n_on = max(1, int(round(density * n_features)))
     theta = np.zeros((n_components, n_features))
@@ -108,7 +122,6 @@ def make_noisy_or(
         cols = rng.choice(n_features, size=n_on, replace=False)
         theta[k, cols] = rng.uniform(0.5 * weight, 1.5 * weight, size=n_on)
     theta_0 = np.full(n_features, -np.log1p(-leak))
-    mu = np.full(n_components, float(prior))
     X, z = _sample_noisy_or(n_samples, theta, leak, mu, rng)
     if not sparse:
         X = X.toarray()
