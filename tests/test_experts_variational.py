@@ -435,3 +435,37 @@ def test_fast_objective_matches_reference(method, statistics):
             if f == 0:  # remove the radial part: only the tangent gradient is seen
                 g = g - (grad[0][2] @ par.mu[2]) * par.mu[2][1]
             assert g == pytest.approx(fd, rel=1e-5, abs=1e-6), (which, name)
+
+
+def test_over_relaxation_factor_grows_less_after_each_rejection():
+    """[SR] over-relaxation of "vi": omega starts at 2, is multiplied by the
+    growth factor after a kept extrapolation (at most 16) and falls back to 2
+    after a rejected one, when the growth factor is replaced by its square
+    root (2, 1.41, 1.19, ..., never below 1.05); the objective never
+    decreases."""
+    from skbinvi.experts._ascent import prior_constants
+
+    X, y = _two_expert_data(n=400, seed=1)
+    cfg, lams = _check_config("vi", 1.0, None, 2.0, 0.5, (0.0, 0.0), 0.0, X.shape[1])
+    rng = np.random.RandomState(0)
+    state = V.VariationalState(V._init_params(2, X.shape[1], rng, 10.0, 1.0),
+                               V._init_params(2, X.shape[1], rng, 10.0, 1.0))
+    sq = np.sum(X * X, axis=1)
+    consts = prior_constants(cfg, 2, X.shape[1])
+    trace = [(state.omega, state.omega_growth, -np.inf)]
+    for _ in range(40):
+        value = V.variational_iteration(X, y, sq, state, cfg, consts, lams, 3, True, 0.0)
+        trace.append((state.omega, state.omega_growth, value))
+    rejections = 0
+    for (om0, gr0, v0), (om1, gr1, v1) in zip(trace, trace[1:], strict=False):
+        assert v1 >= v0
+        assert V._MIN_OMEGA <= om1 <= V._MAX_OMEGA
+        unchanged = om1 == om0 and gr1 == gr0  # no ascent step was accepted
+        if om1 == V._MIN_OMEGA and not unchanged:  # a rejected extrapolation
+            assert gr1 == pytest.approx(max(np.sqrt(gr0), V._MIN_OMEGA_GROWTH))
+            rejections += gr1 < gr0
+        elif not unchanged:  # a kept extrapolation
+            assert gr1 == gr0
+            assert om1 == pytest.approx(min(om0 * gr0, V._MAX_OMEGA))
+    assert rejections >= 1 and trace[-1][1] < 2.0
+    assert any(omega > V._MIN_OMEGA for omega, _, _ in trace)  # some were kept

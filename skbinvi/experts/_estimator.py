@@ -692,7 +692,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         if direct.value > annealed:
             state.beta, state.eta, state.steps = direct.beta, direct.eta, direct.steps
         state.aux = None
-        state.omega = 2.0
+        state.omega, state.omega_growth = 2.0, 2.0
 
     def _mcmc_start(self, X, y, rng):
         K = self.n_components
