@@ -76,3 +76,15 @@ def test_inverse_mills_ratio_matches_scipy_and_truncated_normal_means():
         lower = truncnorm.mean(-np.inf, -m, loc=m)
         assert m + _math.inverse_mills_ratio(m) == pytest.approx(upper, rel=1e-9)
         assert m - _math.inverse_mills_ratio(-m) == pytest.approx(lower, rel=1e-9)
+
+
+def test_trigamma_matches_scipy_polygamma():
+    """trigamma (recurrence, then A&S 6.4.12) against scipy.special.polygamma(1, x)
+    from 1e-10 to 1e12; NaN off its domain."""
+    from scipy.special import polygamma
+
+    x = np.concatenate([np.geomspace(1e-10, 1e12, 2000), np.linspace(0.05, 30.0, 3000)])
+    got = np.array([_math.trigamma(v) for v in x])
+    assert_allclose(got, polygamma(1, x), rtol=4e-15)
+    for bad in (0.0, -1.0, np.nan):
+        assert np.isnan(_math.trigamma(bad))

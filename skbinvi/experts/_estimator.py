@@ -42,6 +42,7 @@ from ._variational import (
     gaussian_objective_and_aux,
     objective_and_aux,
     params_from_vectors,
+    prepared_csr,
     variational_iteration,
 )
 from ._vmf import vmf_entropy
@@ -441,12 +442,15 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
     # ------------------------------------------------------------------ input
     def _design(self, X):
         """X with the constant column appended (CSR stays CSR)."""
+        if sp.issparse(X):
+            # canonical, int64 indices: the kernels then use it without copies
+            if not self.fit_intercept:
+                return prepared_csr(X)
+            return prepared_csr(sp.hstack([X, sp.csr_matrix(np.ones((X.shape[0], 1)))],
+                                          format="csr"))
         if not self.fit_intercept:
             return X
-        ones = np.ones((X.shape[0], 1))
-        if sp.issparse(X):
-            return sp.hstack([X, sp.csr_matrix(ones)], format="csr")
-        return np.hstack([X, ones])
+        return np.hstack([X, np.ones((X.shape[0], 1))])
 
     def _mu0(self, p):
         mu0 = np.zeros(p)

@@ -470,11 +470,33 @@ def _fixed_aux_statistics_csr(indptr, indices, data, sq, g_mean, g_second, p):
 
 
 def _canonical_csr(X):
-    """(indptr, indices, data) of CSR X with sorted, unique indices (int64)."""
+    """(indptr, indices, data) of CSR X with sorted, unique indices (int64).
+
+    No copy when X is already canonical with int64 index arrays
+    (:func:`prepared_csr`, what the estimator fits on); otherwise every pass
+    over the data would copy the index arrays (on the full Adult data, 57
+    row passes and 50 weighted-Gram passes: 0.18 s of copies).
+    """
     if not X.has_canonical_format:
         X = X.copy()
         X.sum_duplicates()
-    return X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data
+    return (X.indptr.astype(np.int64, copy=False),
+            X.indices.astype(np.int64, copy=False), X.data)
+
+
+def prepared_csr(X):
+    """CSR X in canonical format with int64 index arrays, for the kernels.
+
+    A new matrix (the input is not modified) unless X already is one.
+    """
+    if (X.format == "csr" and X.has_canonical_format and X.indices.dtype == np.int64
+            and X.indptr.dtype == np.int64):
+        return X
+    X = sp.csr_matrix(X, copy=True)
+    X.sum_duplicates()
+    X.indices = X.indices.astype(np.int64)
+    X.indptr = X.indptr.astype(np.int64)
+    return X
 
 
 def _fixed_aux_statistics(X, sq, g_mean, g_second):
@@ -564,6 +586,10 @@ class _FixedAuxLikelihood:
             b, v, Q = _fixed_aux_statistics(X, sq, g_mean, g_second)
             self.stats = [(b[j * K:(j + 1) * K], v[j * K:(j + 1) * K],
                            Q[j * K:(j + 1) * K]) for j in range(2)]
+            # both sets as (2, K, ...) views, for the compiled inner ascent
+            p = b.shape[1]
+            self.stacked_stats = (b.reshape(2, K, p), v.reshape(2, K),
+                                  Q.reshape(2, K, p, p))
 
     def value(self, which, params):
         """L restricted to set ``which`` (0 experts, 1 gates), up to a constant.

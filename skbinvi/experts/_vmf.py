@@ -46,11 +46,12 @@ Derivations tagged [D] are ours and are checked in tests/test_experts_vmf.py.
 import functools
 import math
 
+import numba
 import numpy as np
 from scipy import special, stats
 from sklearn.utils import check_random_state
 
-from .._numba import njit
+from .._numba import njit, scipy_special
 
 __all__ = [
     "bessel_ratio",
@@ -284,53 +285,80 @@ def _log_hyp0f1_one(b, x):
 
 @njit
 def _point_kernel(p, kappa, iv0, iv1, coef):
-    """The loop of :func:`vmf_point_quantities`: the branches of
-    :func:`_bessel_quantities` (series / ``ive`` ratio / asymptotic series)
-    and :func:`_log_normalizer_from_pieces`, element by element."""
+    """The loop of :func:`vmf_point_quantities`: :func:`_point_one` per element."""
     K = kappa.shape[0]
     out = np.empty((6, K))
+    for i in range(K):
+        _point_one(p, kappa[i], iv0[i], iv1[i], coef, out, i)
+    return out
+
+
+@njit(inline="always")
+def _point_one(p, k, iv0, iv1, coef, out, i):
+    """The branches of :func:`_bessel_quantities` (series / ``ive`` ratio /
+    asymptotic series) and :func:`_log_normalizer_from_pieces` at one
+    concentration ``k``, from iv0 = ive(p/2 - 1, k) and iv1 = ive(p/2, k),
+    into column ``i`` of ``out`` (6, K): A, A/kappa, 1 - p A/kappa, dA/dkappa,
+    d(A/kappa)/dkappa, entropy."""
     nu = 0.5 * p - 1.0
     c = 0.5 * (p - 1.0)
     asym_from = max(_ASYM_KAPPA_MIN, _ASYM_KAPPA_PER_C * c)
     half_log_2pi_p = 0.5 * p * _LOG_2PI
-    series_const = nu * math.log(2.0) + math.lgamma(nu + 1.0) - half_log_2pi_p
-    for i in range(K):
+    small = 0.25 * k * k <= _SERIES_X_OVER_B * (nu + 1.0)
+    mask0 = small or not (iv0 > _IVE_TINY)
+    mask = mask0 or not (iv1 > _IVE_TINY)
+    log_f1 = 0.0
+    if mask:
+        x = 0.25 * k * k
+        log_f1 = _log_hyp0f1_one(nu + 1.0, x)
+        diff = _log_hyp0f1_one(nu + 2.0, x) - log_f1
+        aok = math.exp(diff) / p
+        a = aok * k
+        omega = -math.expm1(diff)
+    else:
+        a = iv1 / iv0
+        aok = a / k
+        omega = 1.0 - p * a / k
+    da = omega + aok - a * a
+    one_minus_a = 1.0 - a
+    if k >= asym_from:
+        one_minus_a, da = _asymptotic_one(coef, k)
+    if mask0:
+        series_const = nu * math.log(2.0) + math.lgamma(nu + 1.0) - half_log_2pi_p
+        log_c = series_const - log_f1 + k
+    else:
+        log_c = ((0.0 if nu == 0.0 else nu * math.log(k)) - half_log_2pi_p
+                 - math.log(iv0))
+    if k > p:
+        num = da - aok
+    else:
+        num = omega - a * a
+    out[0, i] = a
+    out[1, i] = aok
+    out[2, i] = omega
+    out[3, i] = da
+    out[4, i] = num / k if k > 0.0 else 0.0
+    out[5, i] = -log_c + k * one_minus_a
+
+
+# scipy.special.ive for jitted code (None if this SciPy does not export it)
+_IVE = scipy_special("__pyx_fuse_1ive", numba.float64, numba.float64, numba.float64)
+
+
+@njit
+def vmf_point_quantities_into(p, kappa, coef, out):
+    """:func:`vmf_point_quantities` from jitted code, into ``out`` (6, K).
+
+    ``coef`` = ``_asymptotic_coefficients((p - 1) / 2)``. The two ``ive``
+    evaluations are SciPy's own (its Cython export,
+    :func:`skbinvi._numba.scipy_special`), so the values equal those of
+    :func:`vmf_point_quantities` bit for bit. Only call it when ``_IVE`` is
+    not None.
+    """
+    nu = 0.5 * p - 1.0
+    for i in range(kappa.shape[0]):
         k = kappa[i]
-        small = 0.25 * k * k <= _SERIES_X_OVER_B * (nu + 1.0)
-        mask0 = small or not (iv0[i] > _IVE_TINY)
-        mask = mask0 or not (iv1[i] > _IVE_TINY)
-        log_f1 = 0.0
-        if mask:
-            x = 0.25 * k * k
-            log_f1 = _log_hyp0f1_one(nu + 1.0, x)
-            diff = _log_hyp0f1_one(nu + 2.0, x) - log_f1
-            aok = math.exp(diff) / p
-            a = aok * k
-            omega = -math.expm1(diff)
-        else:
-            a = iv1[i] / iv0[i]
-            aok = a / k
-            omega = 1.0 - p * a / k
-        da = omega + aok - a * a
-        one_minus_a = 1.0 - a
-        if k >= asym_from:
-            one_minus_a, da = _asymptotic_one(coef, k)
-        if mask0:
-            log_c = series_const - log_f1 + k
-        else:
-            log_c = ((0.0 if nu == 0.0 else nu * math.log(k)) - half_log_2pi_p
-                     - math.log(iv0[i]))
-        if k > p:
-            num = da - aok
-        else:
-            num = omega - a * a
-        out[0, i] = a
-        out[1, i] = aok
-        out[2, i] = omega
-        out[3, i] = da
-        out[4, i] = num / k if k > 0.0 else 0.0
-        out[5, i] = -log_c + k * one_minus_a
-    return out
+        _point_one(p, k, _IVE(nu, k, 0), _IVE(nu + 1.0, k, 0), coef, out, i)
 
 
 @functools.lru_cache(maxsize=64)
