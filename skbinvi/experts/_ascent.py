@@ -528,8 +528,7 @@ def _ascend_compiled(objectives, points, steps, n_rounds, tol):
         np.ascontiguousarray(consts.slope, dtype=np.float64), float(consts.root),
         float(cfg.gamma), float(cfg.alpha1), float(cfg.alpha2),
         _asymptotic_coefficients(0.5 * (p - 1.0)), steps, int(n_rounds), float(tol))
-    return ([Point(mu[j], kappa[j], r[j], s[j]) for j in range(2)], max(gain, 0.0),
-            accepted)
+    return [Point(mu[j], kappa[j], r[j], s[j]) for j in range(2)], gain, accepted
 
 
 # ---------------------------------------------------------------------------
