@@ -8,7 +8,10 @@ install), or point ``NUMBA_CACHE_DIR`` at a writable folder.
 
 import os
 
+import llvmlite.binding as llvm
 import numba
+from numba import types
+from numba.extending import get_cython_function_address
 
 NUMBA_CACHE = os.getenv("SKBINVI_NUMBA_CACHE", "1").lower() in {"1", "true", "yes"}
 
@@ -42,10 +45,6 @@ def scipy_special(name, restype, *argtypes):
     when this SciPy does not export ``name`` (callers then use their NumPy
     path).
     """
-    import llvmlite.binding as llvm
-    from numba import types
-    from numba.extending import get_cython_function_address
-
     try:
         address = get_cython_function_address("scipy.special.cython_special", name)
     except (ValueError, AttributeError, ImportError):
