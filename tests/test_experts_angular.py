@@ -192,3 +192,27 @@ def test_single_row_and_input_errors():
         mutual_angular_regularizer([[1.0, np.nan], [1.0, 0.0]], 1.0)
     with pytest.raises(ValueError, match="gamma"):
         mutual_angular_regularizer(np.eye(2), -1.0)
+
+
+@pytest.mark.parametrize("gamma", [0.0, 0.7])
+def test_compiled_omega_equals_numpy_reference(gamma):
+    """The compiled Omega of the inner ascent (_ascent._omega_kernel) against
+    value_and_grad_unchecked, on random unit rows plus a nearly parallel and
+    an antipodal pair. (Not an exactly orthogonal pair: theta = pi/2 is a kink
+    where the gradient's side is the sign of a cosine of order 1e-17, which
+    the two summation orders round differently.)"""
+    from skbinvi.experts._ascent import _omega_kernel
+    from skbinvi.experts._angular import value_and_grad_unchecked
+
+    rng = np.random.RandomState(3)
+    A = rng.normal(size=(6, 5))
+    A[1] = A[0] + 1e-9 * rng.normal(size=5)
+    A[2] = -A[0]
+    A /= np.linalg.norm(A, axis=1, keepdims=True)
+    ref_value, ref_grad = value_and_grad_unchecked(A, np.linalg.norm(A, axis=1), gamma,
+                                                   True)
+    grad = np.empty_like(A)
+    value = _omega_kernel(A, gamma, True, grad)
+    assert value == pytest.approx(ref_value, rel=1e-12)
+    assert_allclose(grad, ref_grad, rtol=1e-10, atol=1e-12)
+    assert _omega_kernel(A, gamma, False, np.empty_like(A)) == value
