@@ -53,7 +53,9 @@ k30
     experts in use, beside the paper's hours ([Xie]: VI 2.9 h, MCMC 7.5 h,
     PR 3.3 h).
 iteration_cost
-    Seconds per "vi" iteration, (t(long) - t(short)) / (extra iterations),
+    Seconds per "vi" iteration, from the elapsed times of the verbose lines
+    of one 10-iteration fit (last minus first over the iterations between;
+    median of three fits),
     on the full Adult for K in {5, 10, 30}, against the cost of K weighted
     logistic-regression gradient evaluations on the same data (X^T (w_k *
     (sigmoid(X b_k) - y)) for k = 1..K, sparse), the floor of any method that
@@ -61,6 +63,8 @@ iteration_cost
 """
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import sys
@@ -462,22 +466,36 @@ def _weighted_lr_gradients(X, y, B, W):
     return np.asarray(X.T @ R)
 
 
+def _iteration_times(model, X, y):
+    """Elapsed seconds at the end of each iteration of one fit (its verbose lines)."""
+    buf = io.StringIO()
+    model.set_params(verbose=1)
+    with contextlib.redirect_stdout(buf):
+        timed_fit(model, X, y)
+    return [float(line.rsplit(", ", 1)[1].split()[0])
+            for line in buf.getvalue().splitlines() if " iteration " in line]
+
+
 def section_iteration_cost(quick):
+    """Seconds per iteration from the verbose timestamps of one fit (the
+    last minus the first, over the iterations between): the start and the
+    machine's noise between separate fits do not enter. Median of 3 fits."""
     X, y = load_adult(return_X_y=True)
     if quick:
         X, y = X[:3000], y[:3000]
     Xd = sp.hstack([X, np.ones((X.shape[0], 1))], format="csr")
     ks = [5] if quick else [5, 10, 30]
-    short, long = (2, 4) if quick else (3, 8)
+    n_iter = 4 if quick else 10
     out, rows = {}, []
     rng = np.random.RandomState(0)
     for K in ks:
-        times = []
-        for m in (short, long):
-            _, sec = timed_fit(DiversityMixtureOfExperts(K, max_iter=m, tol=0.0,
-                                                         random_state=0), X, y)
-            times.append(sec)
-        per_iter = (times[1] - times[0]) / (long - short)
+        per, first = [], []
+        for _ in range(1 if quick else 3):
+            t = _iteration_times(DiversityMixtureOfExperts(K, max_iter=n_iter, tol=0.0,
+                                                           random_state=0), X, y)
+            per.append((t[-1] - t[0]) / (len(t) - 1))
+            first.append(t[0])
+        per_iter = float(np.median(per))
         B = rng.normal(size=(K, Xd.shape[1]))
         W = rng.rand(Xd.shape[0], K)
         reps = 20
@@ -486,7 +504,8 @@ def section_iteration_cost(quick):
             _weighted_lr_gradients(Xd, y.astype(float), B, W)
         grad = (time.perf_counter() - tic) / reps
         out[K] = dict(seconds_per_iteration=per_iter,
-                      fixed_cost=times[0] - short * per_iter,
+                      seconds_per_iteration_runs=[round(v, 4) for v in per],
+                      fixed_cost=float(np.median(first)) - per_iter,
                       weighted_lr_gradients=grad, ratio=per_iter / grad)
         rows.append([K, f"{per_iter:.3f}", f"{grad * 1e3:.1f}",
                      f"{per_iter / grad:.0f}"])
@@ -509,11 +528,15 @@ def main():
             results = json.load(fh)
     results.update(machine=machine_info(), quick=args.quick)
     results.setdefault("machine_per_section", {})
-    # warm-up: compile every kernel
+    # warm-up: compile every kernel, dense and sparse (CSR) paths, serial and
+    # parallel row passes (so that no section's first fit pays compilation)
     Xw, yw = two_regimes(300, 0, p=5)
+    Xa, ya = load_adult(return_X_y=True)
     for params in METHODS.values():
-        timed_fit(DiversityMixtureOfExperts(2, max_iter=2, n_mcmc_samples=2, burn_in=2,
-                                            **params), Xw, yw)
+        for Xk, yk, K in ((Xw, yw, 2), (Xa[:300], ya[:300], 2),
+                          (Xa[:4000], ya[:4000], 60)):
+            timed_fit(DiversityMixtureOfExperts(K, max_iter=2, n_mcmc_samples=2,
+                                                burn_in=2, **params), Xk, yk)
     for name in args.sections.split(","):
         print(f"== {name}", flush=True)
         load = os.getloadavg()

@@ -136,7 +136,9 @@ def test_fitted_attributes(fitted, method):
         # per sample, never decreasing
         assert np.all(np.diff(h) >= -1e-9 * np.abs(h[:-1]))
         assert not hasattr(m, "acceptance_rates_")
-        assert m.elbo_ == pytest.approx(h[-1], rel=1e-9)
+        # elbo_ solves each row's gate bound to 1e-12 nats, the iterations to
+        # 1e-8 nats (a looser but valid bound): never below, at most ~1e-8 above
+        assert h[-1] - 1e-12 <= m.elbo_ <= h[-1] + 1e-7
 
 
 def test_elbo_of_new_data(fitted):

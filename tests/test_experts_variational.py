@@ -373,6 +373,17 @@ def test_gaussian_elbo_is_below_monte_carlo_elbo(gaussian_fit):
     assert res.objective <= vals.mean() + 4 * vals.std(ddof=1) / np.sqrt(vals.size)
 
 
+def test_inverse_from_cholesky_equals_inverse():
+    rng = np.random.RandomState(0)
+    A = rng.normal(size=(3, 7, 12))
+    P = A @ np.swapaxes(A, 1, 2) / 12 + 0.1 * np.eye(7)
+    P_in = P.copy()
+    cov = V._inverse_from_cholesky(np.linalg.cholesky(P))
+    np.testing.assert_array_equal(P, P_in)
+    np.testing.assert_allclose(cov, np.linalg.inv(P), rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(cov, np.swapaxes(cov, 1, 2))
+
+
 def test_gaussian_fit_validation():
     X, y = _two_expert_data(n=20)
     with pytest.raises(ValueError, match="sigma"):
