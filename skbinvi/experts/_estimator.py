@@ -163,7 +163,8 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         Start of "vi" and "pr". "bmemg": a BMEM-G variational fit (the
         Gaussian-prior "vi"): 4 candidate runs of 10 iterations from small
         random means on at most 2,000 random rows, the one with the highest
-        ELBO continued for 10 iterations on all rows; its posterior means
+        ELBO continued for 10 iterations on the same rows (the "vi" / "pr"
+        iterations then use all rows); its posterior means
         become the mean vectors of q (concentration 2 p, Gamma shape 5), so
         the experts and gates start apart, where the data put them.
         "random": uniform random mean directions with concentration
