@@ -222,6 +222,15 @@ def test_weighted_gram_and_quadratic_forms_match_numpy():
                                atol=1e-12)
     np.testing.assert_allclose(_rowwise_quadratic_forms(Xd, S), ref_q, rtol=1e-12,
                                atol=1e-12)
+    # both sets in one pass (the BMEM-G iterations): the CSR path stacks the
+    # two sets with a compiled transpose
+    S2 = S[::-1].copy()
+    for Xa in (X, Xd):
+        qf = V._both_quadratic_forms(Xa, [S, S2])
+        np.testing.assert_allclose(qf[0], ref_q, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(qf[1], ref_q[:, ::-1], rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(V._transposed_stack(S, S2),
+                                  np.moveaxis(np.concatenate([S, S2]), 0, 2))
 
 
 def test_parallel_statistics_blocks_equal_serial_pass():
@@ -497,12 +506,8 @@ def test_compiled_ascent_equals_python_ascent(method):
         assert pt.mu is q.mu and pt.kappa is q.kappa
 
 
-def test_over_relaxation_factor_grows_less_after_each_rejection():
-    """[SR] over-relaxation of "vi": omega starts at 2, is multiplied by the
-    growth factor after a kept extrapolation (at most 16) and falls back to 2
-    after a rejected one, when the growth factor is replaced by its square
-    root (2, 1.41, 1.19, ..., never below 1.05); the objective never
-    decreases."""
+def _outer_iteration_setup():
+    """Two-expert data and a random "vi" start for tests of the outer iterations."""
     from skbinvi.experts._ascent import prior_constants
 
     X, y = _two_expert_data(n=400, seed=1)
@@ -511,7 +516,16 @@ def test_over_relaxation_factor_grows_less_after_each_rejection():
     state = V.VariationalState(V._init_params(2, X.shape[1], rng, 10.0, 1.0),
                                V._init_params(2, X.shape[1], rng, 10.0, 1.0))
     sq = np.sum(X * X, axis=1)
-    consts = prior_constants(cfg, 2, X.shape[1])
+    return X, y, sq, state, cfg, prior_constants(cfg, 2, X.shape[1]), lams
+
+
+def test_over_relaxation_factor_grows_less_after_each_rejection():
+    """[SR] over-relaxation of "vi": omega starts at 2, is multiplied by the
+    growth factor after an extrapolation that beat the plain step (at most
+    16) and falls back to 2 after one that did not, when the growth factor is
+    replaced by its square root (2, 1.41, 1.19, ..., never below 1.05); the
+    objective never decreases."""
+    X, y, sq, state, cfg, consts, lams = _outer_iteration_setup()
     trace = [(state.omega, state.omega_growth, -np.inf)]
     for _ in range(40):
         value = V.variational_iteration(X, y, sq, state, cfg, consts, lams, 3, True, 0.0)
@@ -529,3 +543,35 @@ def test_over_relaxation_factor_grows_less_after_each_rejection():
             assert om1 == pytest.approx(min(om0 * gr0, V._MAX_OMEGA))
     assert rejections >= 1 and trace[-1][1] < 2.0
     assert any(omega > V._MIN_OMEGA for omega, _, _ in trace)  # some were kept
+
+
+def test_extrapolation_kept_when_it_raises_the_objective(monkeypatch):
+    """[SR]'s rule: an extrapolation is kept whenever it raises the objective
+    (one pass over the rows), even when it falls short of the plain step's
+    floor (then omega falls back to 2); only one that lowers the objective
+    costs the second pass, at q1. The objective never decreases."""
+    X, y, sq, state, cfg, consts, lams = _outer_iteration_setup()
+    calls = []
+    real = V.objective_and_aux
+
+    def counted(*args, **kwargs):
+        out = real(*args, **kwargs)
+        calls.append(out[0])
+        return out
+
+    monkeypatch.setattr(V, "objective_and_aux", counted)
+    V.variational_iteration(X, y, sq, state, cfg, consts, lams, 3, True, 0.0)
+    short_but_kept = 0
+    for _ in range(40):
+        before, n_calls = state.value, len(calls)
+        value = V.variational_iteration(X, y, sq, state, cfg, consts, lams, 3, True,
+                                        0.0)
+        assert value >= before
+        passes = calls[n_calls:]
+        if len(passes) == 1:  # the extrapolation was kept: it raised the objective
+            assert passes[0] == value > before
+            # omega grows (by 1.05 at least) only when it beat the plain step too
+            short_but_kept += state.omega == V._MIN_OMEGA
+        elif len(passes) == 2:  # it lowered the objective: q1 was evaluated
+            assert passes[0] <= before and state.omega == V._MIN_OMEGA
+    assert short_but_kept >= 1
