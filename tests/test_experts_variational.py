@@ -233,25 +233,84 @@ def test_weighted_gram_and_quadratic_forms_match_numpy():
                                   np.moveaxis(np.concatenate([S, S2]), 0, 2))
 
 
-def test_parallel_statistics_blocks_equal_serial_pass():
-    """The weighted Gram pass split into column blocks on threads gives the
-    serial pass's numbers bit for bit (every entry is summed over the rows in
-    the same order), for any number of blocks, including uneven ones."""
+def _row_major_statistics(X, sq, G, W):
+    """The statistics summed row by row, each entry over its rows in order
+    (the order of the former row-major kernel), in NumPy."""
+    n, p = X.shape
+    K = W.shape[1]
+    bt, Q = np.zeros((K, p)), np.zeros((K, p, p))
+    for i in range(n):
+        cols = X.indices[X.indptr[i]:X.indptr[i + 1]]
+        vals = X.data[X.indptr[i]:X.indptr[i + 1]]
+        for ja, (a, xa) in enumerate(zip(cols, vals, strict=True)):
+            bt[:, a] += xa * G[i]
+            for b, xb in zip(cols[ja:], vals[ja:], strict=True):
+                Q[:, a, b] += W[i] * (xa * xb)
+    iu = np.triu_indices(p, 1)
+    Q[:, iu[1], iu[0]] = Q[:, iu[0], iu[1]]
+    v = np.zeros(K)
+    for i in range(n):
+        v += sq[i] * W[i]
+    return bt, v, Q
+
+
+def test_statistics_kernels_equal_a_row_major_pass_bit_for_bit():
+    """The weighted Gram pass, row-major or feature-major, serial or with
+    the features split into ranges on threads, and whatever the chunk of
+    rows, gives the numbers of a row-major pass bit for bit (every entry
+    summed over its rows in increasing order), including empty rows and
+    unused features."""
     rng = np.random.RandomState(5)
     n, p, K = 300, 11, 19
     X = _messy_csr(rng, n, p)
+    X = sp.csr_matrix(X.toarray() * (np.arange(n) % 7 != 3)[:, None])  # empty rows
+    X = V.prepared_csr(X)
+    assert np.diff(X.indptr).min() == 0
     indptr, indices, data = _canonical_csr(X)
     sq = rng.rand(n)
     G, W = rng.normal(size=(n, K)), rng.normal(size=(n, K))
-    ref = _fixed_aux_statistics_serial(indptr, indices, data, sq, G, W, p)
+    ref = _row_major_statistics(X, sq, G, W)
     Xd = X.toarray()
     np.testing.assert_allclose(ref[2][4], Xd.T @ (Xd * W[:, 4, None]), rtol=1e-12,
                                atol=1e-12)
-    for n_blocks in (1, 2, 3, 7, K):
-        out = _fixed_aux_statistics_parallel(indptr, indices, data, sq, G, W, p,
-                                             n_blocks)
+    out = V._statistics_rows(indptr, indices, data, sq, G, W, p)
+    for a, b in zip(out, ref, strict=True):
+        np.testing.assert_array_equal(a, b)
+    for chunk in (1, 7, 64, n + 5):
+        out = _fixed_aux_statistics_serial(indptr, indices, data, sq, G, W, p, chunk)
         for a, b in zip(out, ref, strict=True):
             np.testing.assert_array_equal(a, b)
+        for n_parts in (1, 2, 3, 7, p):
+            out = _fixed_aux_statistics_parallel(indptr, indices, data, sq, G, W, p,
+                                                 chunk, n_parts)
+            for a, b in zip(out, ref, strict=True):
+                np.testing.assert_array_equal(a, b)
+    # a feature no row uses gets zero rows and columns
+    Xz = sp.csr_matrix((data, indices, indptr), shape=(n, p + 2))
+    out = _fixed_aux_statistics(Xz, sq, G, W)
+    np.testing.assert_array_equal(out[2][:, :p, :p], ref[2])
+    assert not out[2][:, p:, :].any() and not out[2][:, :, p:].any()
+    assert not out[0][:, p:].any()
+
+
+def test_column_index_is_a_stable_transpose_with_balanced_ranges():
+    rng = np.random.RandomState(2)
+    X = V.prepared_csr(_messy_csr(rng, 50, 9))
+    start, rows, pos, bounds = V._column_index(X.indptr, X.indices, 9, 3)
+    Xc = X.tocsc()
+    Xc.sort_indices()
+    np.testing.assert_array_equal(start, Xc.indptr)
+    np.testing.assert_array_equal(rows, Xc.indices)
+    columns = np.repeat(np.arange(9), np.diff(start))
+    np.testing.assert_array_equal(X.indices[pos], columns)
+    np.testing.assert_array_equal(X.data[pos], Xc.data)
+    assert bounds[0] == 0 and bounds[-1] == 9 and np.all(np.diff(bounds) >= 0)
+    # each range holds about a third of the work (entries at or after a in its rows)
+    work = np.zeros(9)
+    for t, a in enumerate(columns):
+        work[a] += X.indptr[rows[t] + 1] - pos[t]
+    shares = [work[bounds[r]:bounds[r + 1]].sum() / work.sum() for r in range(3)]
+    assert max(shares) < 1 / 3 + work.max() / work.sum()
 
 
 def test_serial_and_parallel_row_passes_agree_and_weights_match_aux():
