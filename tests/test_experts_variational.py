@@ -277,12 +277,14 @@ def test_statistics_kernels_equal_a_row_major_pass_bit_for_bit():
     for a, b in zip(out, ref, strict=True):
         np.testing.assert_array_equal(a, b)
     for chunk in (1, 7, 64, n + 5):
-        out = _fixed_aux_statistics_serial(indptr, indices, data, sq, G, W, p, chunk)
+        out = _fixed_aux_statistics_serial(indptr, indices, data, sq, G, W, p, chunk,
+                                           V._column_index(indptr, indices, p, 1))
         for a, b in zip(out, ref, strict=True):
             np.testing.assert_array_equal(a, b)
         for n_parts in (1, 2, 3, 7, p):
-            out = _fixed_aux_statistics_parallel(indptr, indices, data, sq, G, W, p,
-                                                 chunk, n_parts)
+            out = _fixed_aux_statistics_parallel(
+                indptr, indices, data, sq, G, W, p, chunk,
+                V._column_index(indptr, indices, p, n_parts))
             for a, b in zip(out, ref, strict=True):
                 np.testing.assert_array_equal(a, b)
     # a feature no row uses gets zero rows and columns
@@ -291,6 +293,25 @@ def test_statistics_kernels_equal_a_row_major_pass_bit_for_bit():
     np.testing.assert_array_equal(out[2][:, :p, :p], ref[2])
     assert not out[2][:, p:, :].any() and not out[2][:, :, p:].any()
     assert not out[0][:, p:].any()
+
+
+def test_cached_column_index_follows_the_structure():
+    """The column index is reused for the same arrays, and built again when
+    they were changed in place (same objects, another structure)."""
+    rng = np.random.RandomState(4)
+    X = V.prepared_csr(_messy_csr(rng, 30, 6))
+    first = V._cached_column_index(X.indptr, X.indices, 6, 2)
+    assert V._cached_column_index(X.indptr, X.indices, 6, 2) is first
+    # move one entry of a row to a column that row does not use, in place
+    i = next(i for i in range(30) if 0 < X.indptr[i + 1] - X.indptr[i] < 6)
+    row = X.indices[X.indptr[i]:X.indptr[i + 1]]
+    row[0] = min(set(range(6)) - set(row))
+    row.sort()
+    again = V._cached_column_index(X.indptr, X.indices, 6, 2)
+    fresh = V._column_index(X.indptr, X.indices, 6, 2)
+    assert not all(np.array_equal(a, b) for a, b in zip(first, fresh, strict=True))
+    for a, b in zip(again, fresh, strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_column_index_is_a_stable_transpose_with_balanced_ranges():
