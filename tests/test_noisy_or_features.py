@@ -184,6 +184,29 @@ def test_unused_causes_warning_names_the_remedy():
         model._after_fit(X, None)
 
 
+def test_an_empty_cause_is_reported_even_when_most_are_in_use():
+    """A cause whose prior ends below 1 / n_samples is on in less than one
+    training row: empty. Before, only "more than half below 0.01" warned, so
+    long fits on R8 (K = 100, 40 epochs: 22 to 45 causes below 0.001) ended
+    silently. The state comes from a real fit continued with warm_start."""
+    X, _ = make_noisy_or(300, 30, 3, density=0.3, random_state=0)
+    model = NoisyORFactorizer(4, max_iter=3, random_state=0).fit(X)
+    model._logit_prior[0] = -12.0  # prior 6e-6: on in 0.002 of 300 rows
+    model.set_params(warm_start=True, max_iter=1)
+    with pytest.warns(UnusedLatentWarning,
+                      match=r"only 3 of 4 causes.*1 / n_samples.*early_stopping"):
+        model.fit(X)
+    assert model.prior_[0] * X.shape[0] < 1.0
+    # on in 1.5 of 300 rows in expectation: rare, not empty; the same prior
+    # on 150 rows (0.75 rows) is empty: the threshold scales with n
+    model._logit_prior[:] = np.log(0.3 / 0.7)
+    model._logit_prior[0] = np.log(0.005 / 0.995)
+    with warnings_as_errors():
+        model._after_fit(X, None)
+    with pytest.warns(UnusedLatentWarning, match="only 3 of 4.*0.00667"):
+        model._after_fit(sp.csr_matrix(X)[:150], None)
+
+
 class warnings_as_errors:
     def __enter__(self):
         import warnings
@@ -241,8 +264,10 @@ def test_divergence_is_an_error_naming_the_learning_rate(inference):
     X = load_reuters().data[:300]
     model = NoisyORFactorizer(5, inference=inference, learning_rate=1e3,
                               max_iter=3, random_state=0)
-    with pytest.raises(ValueError, match="diverged.*learning_rate"):
+    with pytest.raises(ValueError, match="diverged.*learning_rate") as info:
         model.fit(X)
+    # the hint names the real default (it said 1e-2 while the default was 0.03)
+    assert f"the default is {NoisyORFactorizer().learning_rate}." in str(info.value)
 
 
 def test_jj_partial_fit_says_why_it_is_missing():

@@ -1,5 +1,6 @@
 """NoisyORFactorizer: the noisy-OR factor model with amortized variational inference."""
 
+import inspect
 from numbers import Integral, Real
 
 import numpy as np
@@ -1054,7 +1055,9 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         ConvergenceWarning
             If ``max_iter`` epochs ran without meeting the stopping criterion.
         skbinvi.UnusedLatentWarning
-            If more than half of the causes end unused (prior below 0.01).
+            If more than half of the causes end unused (prior below 0.01), or
+            if a cause ends empty (prior below 1 / n_samples: on in less than
+            one training row in expectation).
         """
         X = self._check_X(X, reset=not (self.warm_start and self._is_initialized()))
         return self._fit_loop(X)
@@ -1108,24 +1111,41 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     def _divergence_hint(self):
         if self.inference == "jj":
             return "Check the input data (variational EM has no step size)."
+        default = inspect.signature(type(self)).parameters["learning_rate"].default
         return (
-            f"Lower learning_rate (now {self.learning_rate}); the default is 1e-2."
+            f"Lower learning_rate (now {self.learning_rate}); the default is {default}."
         )
 
     def _after_fit(self, X, y):
         # the training rows' local logits are not part of the model
         self._local_logits = self._jj_weights = None
         self._set_public_parameters()
-        self._warn_unused_causes()
+        self._warn_unused_causes(X.shape[0])
 
-    def _warn_unused_causes(self):
+    def _warn_unused_causes(self, n_samples):
+        """Warn when more than half the causes end below a prior of 0.01, or
+        when any cause is empty: on in less than one of the ``n_samples``
+        training rows in expectation (prior below 1 / n_samples)."""
         n_used = int(np.sum(self.prior_ > _DEAD_PRIOR))
+        n_empty = int(np.sum(self.prior_ * n_samples < 1.0))
         if n_used < self.n_components / 2:
             self._warn_unused(
                 n_used, self.n_components, "causes", f"prior > {_DEAD_PRIOR}",
                 "Lower n_components, or use inference='acp' (its posterior, "
                 "computed from the causes' weights, keeps more causes in use) "
                 "or a smaller learning_rate.",
+            )
+        elif n_empty > 0:
+            # measured on Reuters R8, K = 100: none after the default 10
+            # epochs, 22 (ACP) and 45 (AVI) after 40, once the held-out ELBO
+            # had started to fall (benchmarks/bench_noisy_or.py --sections pruning)
+            self._warn_unused(
+                self.n_components - n_empty, self.n_components, "causes",
+                f"prior >= 1 / n_samples = {1.0 / n_samples:.3g}: on in at least one "
+                "training row in expectation",
+                "Causes empty out when training goes on after the held-out ELBO "
+                "stops improving: use early_stopping=True, fewer epochs "
+                "(max_iter) or a lower n_components.",
             )
 
     def _learns_online(self):
