@@ -641,6 +641,24 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                             self._logit_prior, logit_q)
         return logit_q, (hidden, pre, psi)
 
+    def _batch_columns(self, X):
+        """The compact columns of a minibatch: its active features and their rows.
+
+        Returns ``indptr`` (int64), ``features`` (the A active features,
+        sorted, int64), ``local`` (the CSR column indices renumbered to
+        0..A-1), the rows of theta and the leak of those features, and for
+        "acp" the rows of the encoder's output layer (else None).
+        """
+        indptr = X.indptr.astype(np.int64, copy=False)
+        features, local = np.unique(X.indices, return_inverse=True)
+        features = features.astype(np.int64, copy=False)
+        local = local.astype(np.int64, copy=False).reshape(-1)
+        head = None
+        if self.inference == "acp":
+            head = (self.encoder_coefs_[-1][features],
+                    self.encoder_intercepts_[-1][features])
+        return indptr, features, local, self._theta[features], self._leak[features], head
+
     def _batch_gradients(self, X, uniforms, temperature, logit_q=None):
         """Relaxed ELBO gradients of one minibatch (sum over its rows), row-sparse.
 
@@ -676,15 +694,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         """
         B = X.shape[0]
         K = self.n_components
-        indptr = X.indptr.astype(np.int64, copy=False)
-        features, local = np.unique(X.indices, return_inverse=True)
-        features = features.astype(np.int64, copy=False)
-        local = local.astype(np.int64, copy=False).reshape(-1)
-        theta, leak = self._theta[features], self._leak[features]
-        head = None
-        if self.inference == "acp":
-            head = (self.encoder_coefs_[-1][features],
-                    self.encoder_intercepts_[-1][features])
+        indptr, features, local, theta, leak, head = self._batch_columns(X)
         if self.inference != "svi":
             logit_q, (hidden, pre, psi) = self._encode(X, indptr, local, theta, head)
         g_theta = np.empty_like(theta)
@@ -702,6 +712,25 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         if self.inference == "svi":
             grads = [g_theta, g_leak, g_logit_prior]
             return features, grads, g_theta_dense, elbo_relaxed, elbo_discrete
+        encoder_grads = self._encoder_backward(
+            X, indptr, local, features.shape[0], g_logit_q, (hidden, pre, psi),
+            head, theta, g_theta, g_theta_dense, g_logit_prior)
+        grads = [g_theta, g_leak, g_logit_prior, *encoder_grads]
+        return features, grads, g_theta_dense, elbo_relaxed, elbo_discrete
+
+    def _encoder_backward(self, X, indptr, local, n_active, g_logit_q, cache, head,
+                          theta, g_theta, g_theta_dense, g_logit_prior):
+        """Back-propagate d/d logit_q of a batch through the encoder.
+
+        ``cache`` and ``head`` are those of :meth:`_encode` on the compact
+        columns ``local`` of the ``n_active`` features active in the batch.
+        With "acp" the logits also depend on theta and the prior: their share
+        is added to ``g_theta``, ``g_theta_dense`` and ``g_logit_prior`` (in
+        place). Returns the gradients of the encoder's coefficients then
+        intercepts, in the order of :meth:`_parameters` (rows of the active
+        features for the per-feature layers).
+        """
+        hidden, pre, psi = cache
         if self.inference == "avi":
             coef_out = self.encoder_coefs_[-1]
             g_coef_out = hidden[-1].T @ g_logit_q
@@ -721,21 +750,12 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         # the first layer's gradient X.T @ delta, on the active features only
         X_local = sp.csr_matrix(
             (_encoder.normalize_rows(X, indptr).data, local, indptr),
-            shape=(B, features.shape[0]),
+            shape=(X.shape[0], n_active),
         )
         g_coefs, g_intercepts = _encoder.backward(
             X_local, hidden, self.encoder_coefs_[:n_hidden], g_hidden, self.activation
         )
-        grads = [
-            g_theta,
-            g_leak,
-            g_logit_prior,
-            *g_coefs,
-            g_coef_out,
-            *g_intercepts,
-            g_intercept_out,
-        ]
-        return features, grads, g_theta_dense, elbo_relaxed, elbo_discrete
+        return [*g_coefs, g_coef_out, *g_intercepts, g_intercept_out]
 
     def _full_gradients(self, X, uniforms, temperature, logit_q=None):
         """Dense gradients of the summed relaxed ELBO with respect to every parameter.

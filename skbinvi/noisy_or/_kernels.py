@@ -556,34 +556,53 @@ def importance_log_likelihood(indptr, indices, theta, leak, colsum, leak_sum,
     S = uniforms.shape[0]
     log_w = np.empty(S)
     active_sum = np.empty(K)
+    z = np.empty((S, K))
     for n in range(B):
-        leak_active = 0.0
-        active_sum[:] = 0.0
-        for j in range(indptr[n], indptr[n + 1]):
-            i = indices[j]
-            leak_active += leak[i]
-            for k in range(K):
-                active_sum[k] += theta[i, k]
-        for s in range(S):
-            # log p(x | z) + log p(z) - log q(z)
-            value = -(leak_sum - leak_active)
-            for k in range(K):
-                lq = logit_q[n, k]
-                if uniforms[s, k] < sigmoid(lq):
-                    value -= colsum[k] - active_sum[k]
-                    value += log_sigmoid(logit_prior[k]) - log_sigmoid(lq)
-                else:
-                    value += log_sigmoid(-logit_prior[k]) - log_sigmoid(-lq)
-            for j in range(indptr[n], indptr[n + 1]):
-                i = indices[j]
-                u = leak[i]
-                for k in range(K):
-                    if uniforms[s, k] < sigmoid(logit_q[n, k]):
-                        u += theta[i, k]
-                value += log1mexp(u)
-            log_w[s] = value
+        log_importance_weights(indptr, indices, theta, leak, colsum, leak_sum,
+                               logit_q, logit_prior, n, uniforms, active_sum, z, log_w)
         top = log_w.max()
         total = 0.0
         for s in range(S):
             total += math.exp(log_w[s] - top)
         out[n] = top + math.log(total / S)
+
+
+@njit
+def log_importance_weights(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
+                           logit_prior, n, uniforms, active_sum, z, log_w):
+    """Log importance weights ``log p(x, z_s) - log q(z_s | x)`` of row n.
+
+    ``z_sk = 1{uniforms[s, k] < q_nk}`` for the S rows of ``uniforms``
+    (S, K); fills ``z`` (S, K) with the samples as 0.0/1.0, ``log_w`` (S,)
+    with the log weights (nats) and ``active_sum[k]`` with ``sum_{i in A}
+    theta_ik``. Cost O(S (nnz(x) + 1) K). The forward pass of
+    :func:`importance_log_likelihood` (and of importance-weighted training).
+    """
+    K = theta.shape[1]
+    S = uniforms.shape[0]
+    leak_active = 0.0
+    active_sum[:] = 0.0
+    for j in range(indptr[n], indptr[n + 1]):
+        i = indices[j]
+        leak_active += leak[i]
+        for k in range(K):
+            active_sum[k] += theta[i, k]
+    for s in range(S):
+        # log p(x | z) + log p(z) - log q(z)
+        value = -(leak_sum - leak_active)
+        for k in range(K):
+            lq = logit_q[n, k]
+            if uniforms[s, k] < sigmoid(lq):
+                z[s, k] = 1.0
+                value -= colsum[k] - active_sum[k]
+                value += log_sigmoid(logit_prior[k]) - log_sigmoid(lq)
+            else:
+                z[s, k] = 0.0
+                value += log_sigmoid(-logit_prior[k]) - log_sigmoid(-lq)
+        for j in range(indptr[n], indptr[n + 1]):
+            i = indices[j]
+            u = leak[i]
+            for k in range(K):
+                u += theta[i, k] * z[s, k]
+            value += log1mexp(u)
+        log_w[s] = value
