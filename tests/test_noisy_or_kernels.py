@@ -5,6 +5,8 @@ import itertools
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numpy.testing import assert_allclose
 from scipy.special import expit, log_expit
 
@@ -383,3 +385,84 @@ def test_importance_log_likelihood_reference_and_bounds():
         elbo = _exact_elbo(x[n], theta, leak, logit_q[n], logit_prior)
         assert abs(out[n] - exact) < 0.02, (out[n], exact)
         assert exact >= elbo - 1e-12
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(K=st.sampled_from([1, 3, 8, 61, 62, 63, 90]), S=st.integers(1, 40),
+       scale=st.sampled_from([0.3, 3.0, 40.0]), seed=st.integers(0, 2**31 - 1))
+def test_sample_groups_group_exactly_the_equal_samples(K, S, scale, seed):
+    """Samples share a group iff they are equal (or stay ungrouped: G = S)."""
+    rng = np.random.default_rng(seed)
+    q = expit(scale * rng.normal(size=K))
+    uniforms = rng.random((S, K))
+    umin, umax = _kernels._uniform_range(uniforms)
+    assert_allclose(umin, uniforms.min(0), rtol=0, atol=0)
+    assert_allclose(umax, uniforms.max(0), rtol=0, atol=0)
+    keys, group, rep = (np.empty(S, dtype=np.int64) for _ in range(3))
+    G = _kernels._sample_groups(q, uniforms, umin, umax, keys, group, rep)
+    z = uniforms < q
+    assert 1 <= G <= S
+    assert set(group.tolist()) == set(range(G))
+    assert np.array_equal(group[rep[:G]], np.arange(G))
+    # every sample equals its group's representative ...
+    assert np.array_equal(z, z[rep[group]])
+    n_free = int(((umin < q) & (q <= umax)).sum())
+    if n_free <= 62:
+        # ... and the representatives are distinct
+        assert len({r.tobytes() for r in z[rep[:G]]}) == G
+    else:
+        assert np.array_equal(group, np.arange(S))
+
+
+@pytest.mark.parametrize("K", [4, 70])
+def test_discrete_elbo_and_importance_weights_on_near_deterministic_posteriors(K):
+    """Saturated logits (most samples equal) and > 62 free causes: same as NumPy."""
+    X, theta, leak, _, logit_prior, _ = _problem(seed=12, B=6, D=15, K=K)
+    rng = np.random.default_rng(6)
+    logit_q = 30.0 * rng.normal(size=(6, K))
+    if K > 62:
+        logit_q[3:] = 0.2 * rng.normal(size=(3, K))  # every cause free
+    logit_q[2] = np.linspace(-40, 40, K)  # some causes exactly 0 or 1 in float64
+    uniforms = rng.random((80, K))
+    x = X.toarray()
+    q = expit(logit_q)
+    elbo, iw = np.empty(6), np.empty(6)
+    _kernels.discrete_elbo(*_csr(X), theta, leak, theta.sum(0), leak.sum(), logit_q,
+                           logit_prior, uniforms, elbo)
+    _kernels.importance_log_likelihood(*_csr(X), theta, leak, theta.sum(0), leak.sum(),
+                                       logit_q, logit_prior, uniforms, iw)
+    for n in range(6):
+        z = (uniforms < q[n]).astype(float)
+        u = leak + z @ theta.T
+        pos = (x[n] * np.log(-np.expm1(-u))).sum(1)
+        neg = ((1 - x[n]) * (leak + q[n] @ theta.T)).sum()
+        lq, lp = logit_q[n], logit_prior  # a KL that is finite at q = 0 or 1
+        kl = (q[n] * (lq - lp) + log_expit(-lq) - log_expit(-lp)).sum()
+        assert_allclose(elbo[n], pos.mean() - neg - kl, rtol=1e-12, atol=1e-9)
+        log_lik = np.where(x[n] == 1, np.log(-np.expm1(-u)), -u).sum(1)
+        w = (log_lik + (z * log_expit(logit_prior) + (1 - z) * log_expit(-logit_prior)
+                        - z * log_expit(logit_q[n])
+                        - (1 - z) * log_expit(-logit_q[n])).sum(1))
+        expected = w.max() + np.log(np.mean(np.exp(w - w.max())))
+        assert_allclose(iw[n], expected, rtol=1e-12, atol=1e-9)
+
+
+@pytest.mark.parametrize("scale", [1.0, 30.0])
+def test_local_optimize_equals_repeated_targets(scale):
+    """Reusing the targets while no sample changes is exact: local_optimize equals
+    n_steps damped steps towards freshly computed local_expectation_logits."""
+    X, theta, leak, _, logit_prior, _ = _problem(seed=13, B=6, D=12, K=5)
+    rng = np.random.default_rng(7)
+    logit_q = scale * rng.normal(size=(6, 5))
+    uniforms = rng.random((1, 3, 5))
+    fast = logit_q.copy()
+    _kernels.local_optimize(*_csr(X), theta, leak, theta.sum(0), logit_prior,
+                            uniforms, 6, 0.7, 0.0, fast)
+    slow = logit_q.copy()
+    target = np.empty_like(slow)
+    for _ in range(6):
+        _kernels.local_expectation_logits(*_csr(X), theta, leak, theta.sum(0), slow,
+                                          logit_prior, uniforms, target)
+        slow += 0.7 * (target - slow)
+    assert_allclose(fast, slow, rtol=1e-13, atol=1e-13)
+    assert not np.array_equal(fast, logit_q)

@@ -205,6 +205,70 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
 
 
 @njit
+def _uniform_range(uniforms):
+    """Smallest and largest of the S uniforms of every cause (shape (S, K))."""
+    K = uniforms.shape[1]
+    umin = np.empty(K)
+    umax = np.empty(K)
+    for k in range(K):
+        umin[k] = uniforms[0, k]
+        umax[k] = uniforms[0, k]
+        for s in range(1, uniforms.shape[0]):
+            umin[k] = min(umin[k], uniforms[s, k])
+            umax[k] = max(umax[k], uniforms[s, k])
+    return umin, umax
+
+
+@njit
+def _sample_groups(q, uniforms, umin, umax, keys, group, rep):
+    """Group the exact samples ``z_sk = 1{uniforms[s, k] < q_k}`` of one row.
+
+    ``q`` (K,) are the row's probabilities, ``uniforms`` (S, K) and
+    ``umin``/``umax`` its per-cause extremes (:func:`_uniform_range`).
+    A cause with ``q_k <= umin_k`` is off in every sample and one with
+    ``q_k > umax_k`` on in every sample; the others ("free") are packed as
+    bits into ``keys`` (S,), and the samples are grouped by key: ``group[s]``
+    is the group of sample s and ``rep[g]`` a sample of group g (both int64,
+    shape (S,)). Returns the number G of groups. Two samples share a group
+    only if they are equal, so a function of the sample evaluated once per
+    group is exact. With more than 62 free causes the samples are left
+    ungrouped (G = S; equal samples are then improbable). Cost O(S K + S log S).
+    """
+    S, K = uniforms.shape
+    for s in range(S):
+        keys[s] = 0
+    n_free = 0
+    for k in range(K):
+        if umin[k] < q[k] <= umax[k]:
+            if n_free == 62:
+                for t in range(S):
+                    group[t] = t
+                    rep[t] = t
+                return S
+            bit = np.int64(1) << n_free
+            for t in range(S):
+                if uniforms[t, k] < q[k]:
+                    keys[t] |= bit
+            n_free += 1
+    if n_free == 0:
+        for t in range(S):
+            group[t] = 0
+        rep[0] = 0
+        return 1
+    order = np.argsort(keys, kind="mergesort")
+    n_groups = 0
+    previous = np.int64(-1)
+    for idx in range(S):
+        t = order[idx]
+        if keys[t] != previous:
+            rep[n_groups] = t
+            n_groups += 1
+            previous = keys[t]
+        group[t] = n_groups - 1
+    return n_groups
+
+
+@njit
 def discrete_elbo(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
                   logit_prior, uniforms, out):
     """True ELBO per row, Monte Carlo over S exact discrete samples of q.
@@ -212,6 +276,9 @@ def discrete_elbo(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     ``z_sk = 1{uniforms[s, k] < q_nk}``: the same uniforms serve every row
     (common random numbers), so the estimate of a row does not depend on the
     other rows of the batch and is deterministic for fixed ``uniforms``.
+    Equal samples are evaluated once (:func:`_sample_groups`): where q is
+    near 0 or 1 most of the S samples of a row coincide. Cost O(S K +
+    G nnz(x) n_on) per row, G <= S the distinct samples, n_on the causes on.
 
     Parameters
     ----------
@@ -240,22 +307,37 @@ def discrete_elbo(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     S = uniforms.shape[0]
     active_sum = np.empty(K)
     on = np.empty(K, dtype=np.int64)
+    q = np.empty(K)
+    umin, umax = _uniform_range(uniforms)
+    keys = np.empty(S, dtype=np.int64)
+    group = np.empty(S, dtype=np.int64)
+    rep = np.empty(S, dtype=np.int64)
+    value = np.empty(S)
     for n in range(B):
         exact = _negative_and_kl(indptr, indices, theta, leak, leak_sum, colsum,
                                  logit_q, logit_prior, n, active_sum)
-        positive = 0.0
-        for s in range(S):
+        for k in range(K):
+            q[k] = sigmoid(logit_q[n, k])
+        n_groups = _sample_groups(q, uniforms, umin, umax, keys, group, rep)
+        # sum_{i in A} log(1 - exp(-u_si)) once per distinct sample
+        for g in range(n_groups):
+            s = rep[g]
             n_on = 0
             for k in range(K):
-                if uniforms[s, k] < sigmoid(logit_q[n, k]):
+                if uniforms[s, k] < q[k]:
                     on[n_on] = k
                     n_on += 1
+            total = 0.0
             for j in range(indptr[n], indptr[n + 1]):
                 i = indices[j]
                 u = leak[i]
                 for t in range(n_on):
                     u += theta[i, on[t]]
-                positive += log1mexp(u)
+                total += log1mexp(u)
+            value[g] = total
+        positive = 0.0
+        for s in range(S):
+            positive += value[group[s]]
         out[n] = exact + positive / S
 
 
@@ -355,45 +437,76 @@ _E_MAX = 1.0 - 1e-12
 
 
 @njit
-def _local_targets_row(indptr, indices, theta, leak, colsum, logit_q_row, logit_prior,
-                       uniforms, n, q, z, exp_theta, ratio, out):
+def _row_exp_theta(indptr, indices, theta, n, exp_theta):
+    """``exp_theta[j, k] = exp(-theta[i_j, k])``, i_j the active features of row n."""
+    start = indptr[n]
+    for j in range(indptr[n + 1] - start):
+        i = indices[start + j]
+        for k in range(theta.shape[1]):
+            exp_theta[j, k] = math.exp(-theta[i, k])
+
+
+@njit
+def _row_samples(logit_q_row, uniforms, q, zs):
+    """Exact samples ``zs[s, k] = 1{uniforms[s, k] < q_k}`` (0.0/1.0) of one row.
+
+    Also sets ``q`` (K,) to the row's probabilities. Returns True if any entry
+    of ``zs`` (S, K) changed (fill it with -1 to force True).
+    """
+    changed = False
+    for k in range(q.shape[0]):
+        q[k] = sigmoid(logit_q_row[k])
+    for s in range(uniforms.shape[0]):
+        for k in range(q.shape[0]):
+            v = 1.0 if uniforms[s, k] < q[k] else 0.0
+            if v != zs[s, k]:
+                zs[s, k] = v
+                changed = True
+    return changed
+
+
+@njit
+def _local_targets_row(indptr, indices, theta, leak, colsum, logit_prior, zs, n, on,
+                       exp_theta, ratio, out):
     """Target logits of row n (see :func:`local_expectation_logits`) into ``out`` (K,).
 
-    ``uniforms`` has shape (S, K); ``q`` and ``z`` are (K,) scratch arrays,
-    ``exp_theta`` and ``ratio`` (nnz of the longest row, K) scratch arrays.
+    ``zs`` (S, K) holds the row's exact samples (:func:`_row_samples`): the
+    targets depend on q only through them. ``exp_theta`` must hold the row's
+    :func:`_row_exp_theta`; ``on`` (K,) int64 and ``ratio`` (nnz of the
+    longest row, K) are scratch arrays.
     The differences f(v + theta) - f(v) are logs of ratios of 1 - e^{-v}
     terms, built from e^{-u} and e^{-theta} by products; the ratios of a
     block of samples are multiplied before one log is taken, so the cost is
-    O(S nnz K) multiplications and O(nnz (K + S)) transcendental functions.
+    O(S nnz K) multiplications and O(nnz K) logarithms per block of 8 samples.
     (1 - e^{-v} is computed as 1 minus a product, which loses relative
     precision only when v is below ~1e-8; e^{-v} is capped at ``_E_MAX``, so
     that a feature with no leak and no active cause, v = 0, gives a finite
     ratio of at most 1e12 instead of a division by zero.)
     """
     K = theta.shape[1]
-    S = uniforms.shape[0]
+    S = zs.shape[0]
     start = indptr[n]
     n_active = indptr[n + 1] - start
     for k in range(K):
-        q[k] = sigmoid(logit_q_row[k])
         out[k] = 0.0
     for j in range(n_active):
-        i = indices[start + j]
         for k in range(K):
-            exp_theta[j, k] = math.exp(-theta[i, k])
             ratio[j, k] = 1.0
     for s in range(S):
+        n_on = 0
         for k in range(K):
-            z[k] = 1.0 if uniforms[s, k] < q[k] else 0.0
+            if zs[s, k] > 0.0:
+                on[n_on] = k
+                n_on += 1
         for j in range(n_active):
             i = indices[start + j]
             u = leak[i]
-            for k in range(K):
-                u += theta[i, k] * z[k]
+            for t in range(n_on):
+                u += theta[i, on[t]]
             e = min(math.exp(-u), _E_MAX)
             for k in range(K):
                 # (1 - e^{-(u|z_k=1)}) / (1 - e^{-(u|z_k=0)})
-                if z[k] > 0.0:
+                if zs[s, k] > 0.0:
                     if exp_theta[j, k] > 0.0:
                         e0 = min(e / exp_theta[j, k], _E_MAX)
                     else:  # theta_ik > ~745: e^{-theta} underflows
@@ -417,12 +530,17 @@ def _local_targets_row(indptr, indices, theta, leak, colsum, logit_q_row, logit_
 
 
 @njit
-def _local_scratch(indptr, n_rows, K):
-    """Scratch arrays of :func:`_local_targets_row` for rows 0..n_rows-1."""
+def _local_scratch(indptr, n_rows, S, K):
+    """Scratch arrays of :func:`_local_targets_row` for rows 0..n_rows-1.
+
+    Returns ``q`` (K,), ``zs`` (S, K), ``on`` (K,) int64, ``exp_theta`` and
+    ``ratio`` (nnz of the longest row, K).
+    """
     width = 0
     for n in range(n_rows):
         width = max(width, indptr[n + 1] - indptr[n])
-    return np.empty(K), np.empty(K), np.empty((width, K)), np.empty((width, K))
+    return (np.empty(K), np.empty((S, K)), np.empty(K, dtype=np.int64),
+            np.empty((width, K)), np.empty((width, K)))
 
 
 @njit
@@ -469,12 +587,14 @@ def local_expectation_logits(indptr, indices, theta, leak, colsum, logit_q,
     gradient of the exact ELBO by enumeration
     (test_local_expectation_is_the_natural_gradient_of_the_exact_elbo).
     """
-    q, z, exp_theta, ratio = _local_scratch(indptr, logit_q.shape[0], theta.shape[1])
+    q, zs, on, exp_theta, ratio = _local_scratch(
+        indptr, logit_q.shape[0], uniforms.shape[1], theta.shape[1])
     shared = uniforms.shape[0] == 1
     for n in range(logit_q.shape[0]):
-        _local_targets_row(indptr, indices, theta, leak, colsum, logit_q[n],
-                           logit_prior, uniforms[0 if shared else n], n, q, z,
-                           exp_theta, ratio, out[n])
+        _row_exp_theta(indptr, indices, theta, n, exp_theta)
+        _row_samples(logit_q[n], uniforms[0 if shared else n], q, zs)
+        _local_targets_row(indptr, indices, theta, leak, colsum, logit_prior, zs, n,
+                           on, exp_theta, ratio, out[n])
 
 
 @njit
@@ -488,7 +608,9 @@ def local_optimize(indptr, indices, theta, leak, colsum, logit_prior, uniforms,
     early when no logit moves by more than ``tol`` (``tol = 0``: always
     ``n_steps``). Each row is optimized on its own, so the result does not
     depend on the other rows when ``uniforms`` is shared (shape (1, S, K)).
-    Cost O(n_steps S nnz K).
+    The row's e^{-theta} is computed once, and the targets only again when
+    one of its S samples changed (they depend on q only through them). Cost
+    O(n_steps S nnz K) at most.
 
     ``logit_q`` (B, K) holds the starting logits and is overwritten with the
     result. Returns the number of steps of the slowest row.
@@ -499,16 +621,22 @@ def local_optimize(indptr, indices, theta, leak, colsum, logit_prior, uniforms,
     tests/test_noisy_or_features.py::test_refinement_raises_each_rows_elbo.
     """
     K = theta.shape[1]
-    q, z, exp_theta, ratio = _local_scratch(indptr, logit_q.shape[0], K)
+    q, zs, on, exp_theta, ratio = _local_scratch(
+        indptr, logit_q.shape[0], uniforms.shape[1], K)
     target = np.empty(K)
     shared = uniforms.shape[0] == 1
     most = 0
     for n in range(logit_q.shape[0]):
         U = uniforms[0 if shared else n]
+        _row_exp_theta(indptr, indices, theta, n, exp_theta)
+        zs[:] = -1.0
         step = 0
         while step < n_steps:
-            _local_targets_row(indptr, indices, theta, leak, colsum, logit_q[n],
-                               logit_prior, U, n, q, z, exp_theta, ratio, target)
+            # the targets depend on q only through the samples: recompute
+            # them only when a sample changed
+            if _row_samples(logit_q[n], U, q, zs):
+                _local_targets_row(indptr, indices, theta, leak, colsum, logit_prior,
+                                   zs, n, on, exp_theta, ratio, target)
             step += 1
             change = 0.0
             for k in range(K):
@@ -575,13 +703,17 @@ def log_importance_weights(indptr, indices, theta, leak, colsum, leak_sum, logit
     ``z_sk = 1{uniforms[s, k] < q_nk}`` for the S rows of ``uniforms``
     (S, K); fills ``z`` (S, K) with the samples as 0.0/1.0, ``log_w`` (S,)
     with the log weights (nats) and ``active_sum[k]`` with ``sum_{i in A}
-    theta_ik``. Cost O(nnz(x) K + S K + S nnz(x) n_on), n_on the causes on
-    in a sample. The forward pass of
+    theta_ik``. Equal samples are evaluated once (:func:`_sample_groups`).
+    Cost O(nnz(x) K + S K + G nnz(x) n_on), G <= S the distinct samples and
+    n_on the causes on in a sample. The forward pass of
     :func:`importance_log_likelihood` (and of importance-weighted training).
     """
     K = theta.shape[1]
     S = uniforms.shape[0]
     on = np.empty(K, dtype=np.int64)  # the causes on in sample s
+    q = np.empty(K)
+    for k in range(K):
+        q[k] = sigmoid(logit_q[n, k])
     leak_active = 0.0
     active_sum[:] = 0.0
     for j in range(indptr[n], indptr[n + 1]):
@@ -590,19 +722,27 @@ def log_importance_weights(indptr, indices, theta, leak, colsum, leak_sum, logit
         for k in range(K):
             active_sum[k] += theta[i, k]
     for s in range(S):
+        for k in range(K):
+            z[s, k] = 1.0 if uniforms[s, k] < q[k] else 0.0
+    umin, umax = _uniform_range(uniforms)
+    keys = np.empty(S, dtype=np.int64)
+    group = np.empty(S, dtype=np.int64)
+    rep = np.empty(S, dtype=np.int64)
+    n_groups = _sample_groups(q, uniforms, umin, umax, keys, group, rep)
+    value_of = np.empty(n_groups)
+    for g in range(n_groups):
+        s = rep[g]
         # log p(x | z) + log p(z) - log q(z)
         value = -(leak_sum - leak_active)
         n_on = 0
         for k in range(K):
             lq = logit_q[n, k]
-            if uniforms[s, k] < sigmoid(lq):
-                z[s, k] = 1.0
+            if z[s, k] > 0.0:
                 on[n_on] = k
                 n_on += 1
                 value -= colsum[k] - active_sum[k]
                 value += log_sigmoid(logit_prior[k]) - log_sigmoid(lq)
             else:
-                z[s, k] = 0.0
                 value += log_sigmoid(-logit_prior[k]) - log_sigmoid(-lq)
         # O(nnz(x) n_on): only the causes that are on add to u
         for j in range(indptr[n], indptr[n + 1]):
@@ -611,4 +751,6 @@ def log_importance_weights(indptr, indices, theta, leak, colsum, leak_sum, logit
             for t in range(n_on):
                 u += theta[i, on[t]]
             value += log1mexp(u)
-        log_w[s] = value
+        value_of[g] = value
+    for s in range(S):
+        log_w[s] = value_of[group[s]]
