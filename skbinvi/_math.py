@@ -1,10 +1,13 @@
-"""Numerically stable scalar functions shared by all models (Numba-jitted).
+"""Numerically stable functions shared by all models (Numba-jitted).
 
-Every function here is tested against its SciPy/NumPy counterpart in
-``tests/test_math.py`` over extreme arguments.
+Scalar functions, and :func:`softplus_sigmoid`, an array kernel written so
+that the compiler vectorizes it (SIMD). Every function here is tested against
+its SciPy/NumPy counterpart in ``tests/test_math.py`` over extreme arguments.
 """
 
 import math
+
+import numpy as np
 
 from ._numba import njit
 
@@ -32,6 +35,120 @@ def softplus(x):
     if x > 0.0:
         return x + math.log1p(math.exp(-x))
     return math.log1p(math.exp(x))
+
+
+# Constants of softplus_sigmoid: Cody-Waite split of ln 2, log2(e), the
+# coefficients P1-P5 of exp (all from fdlibm's e_exp.c),
+# 1.5 * 2**52 (adding then subtracting it rounds a double to an integer),
+# 2**52 + 1023 (the low bits of k + this double hold the exponent field of
+# 2**k) and the bits of 2**52.
+_LN2_HI = 6.93147180369123816490e-01
+_LN2_LO = 1.90821492927058770002e-10
+_LOG2E = 1.44269504088896338700e00
+_P1 = 1.66666666666666019037e-01
+_P2 = -2.77777777770155933842e-03
+_P3 = 6.61375632143793436117e-05
+_P4 = -1.65339022054652515390e-06
+_P5 = 4.13813679705723846039e-08
+_ROUND = 6755399441055744.0
+_EXPONENT_BIAS = 4503599627371519.0
+_TWO52_BITS = 0x4330000000000000
+#: Scratch columns of softplus_sigmoid (a block of this many entries at a time).
+SOFTPLUS_BLOCK = 1024
+
+
+@njit(error_model="numpy", fastmath={"contract"})
+def _softplus_sigmoid_block(x, value, slope, work):
+    """:func:`softplus_sigmoid` on at most ``work.shape[1]`` entries."""
+    n = x.shape[0]
+    poly = work[0]
+    scale1 = work[1]
+    scale2 = work[2]
+    # exp(-|x|) = exp(r) 2**k with k = round(-|x| / ln 2), |r| <= ln(2) / 2,
+    # and exp(r) by the rational approximation of fdlibm's e_exp.c (< 1 ulp)
+    for t in range(n):
+        a = max(-abs(x[t]), -746.0)  # exp(-746) rounds to 0
+        k = (a * _LOG2E + _ROUND) - _ROUND
+        hi = a - k * _LN2_HI
+        lo = k * _LN2_LO
+        r = hi - lo
+        r2 = r * r
+        c = r - r2 * (_P1 + r2 * (_P2 + r2 * (_P3 + r2 * (_P4 + r2 * _P5))))
+        poly[t] = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
+        # 2**k as 2**k1 * 2**(k - k1): both factors normal down to k = -1076,
+        # so the product rounds once, to the right subnormal if need be
+        k1 = (0.5 * k + _ROUND) - _ROUND
+        scale1[t] = k1 + _EXPONENT_BIAS
+        scale2[t] = (k - k1) + _EXPONENT_BIAS
+    bits1 = scale1.view(np.int64)
+    bits2 = scale2.view(np.int64)
+    for t in range(n):
+        bits1[t] = (bits1[t] - _TWO52_BITS) << 52
+        bits2[t] = (bits2[t] - _TWO52_BITS) << 52
+    # log1p(e) = 2 atanh(s) with s = e / (2 + e) in [0, 1/3]: odd series to
+    # s**33 (truncation < 2e-18 relative)
+    for t in range(n):
+        e = poly[t] * scale1[t] * scale2[t]
+        s = e / (2.0 + e)
+        s2 = s * s
+        c = 1.0 / 33.0
+        c = 1.0 / 31.0 + s2 * c
+        c = 1.0 / 29.0 + s2 * c
+        c = 1.0 / 27.0 + s2 * c
+        c = 1.0 / 25.0 + s2 * c
+        c = 1.0 / 23.0 + s2 * c
+        c = 1.0 / 21.0 + s2 * c
+        c = 1.0 / 19.0 + s2 * c
+        c = 1.0 / 17.0 + s2 * c
+        c = 1.0 / 15.0 + s2 * c
+        c = 1.0 / 13.0 + s2 * c
+        c = 1.0 / 11.0 + s2 * c
+        c = 1.0 / 9.0 + s2 * c
+        c = 1.0 / 7.0 + s2 * c
+        c = 1.0 / 5.0 + s2 * c
+        c = 1.0 / 3.0 + s2 * c
+        c = 1.0 + s2 * c
+        xt = x[t]
+        sp = max(xt, 0.0) + 2.0 * s * c
+        sg = (1.0 if xt >= 0.0 else e) / (1.0 + e)
+        # NaN stays NaN (the clamp above would have lost it)
+        value[t] = sp if xt == xt else xt
+        slope[t] = sg if xt == xt else xt
+
+
+@njit(error_model="numpy")
+def softplus_sigmoid(x, value, slope, work):
+    """``value = softplus(x)`` and ``slope = sigmoid(x)`` elementwise, vectorized.
+
+    Equivalent to ``np.logaddexp(0, x)`` and ``scipy.special.expit(x)``, to
+    within 3 and 2 units in the last place (subnormal results to within the
+    smallest subnormal); NaN stays NaN, softplus(inf) = inf. One exp(-|x|)
+    serves both functions, computed as in fdlibm (Cody-Waite reduction by
+    ln 2, then its rational approximation) and log1p(e) = 2 atanh(e / (2 + e)) as a
+    polynomial, with no call to the C math library, so that the compiler
+    turns the loops into SIMD instructions: about 3x faster than
+    ``math.exp`` and ``math.log1p`` per element. This is the softplus
+    parametrization of the noisy-OR weights and leak (theta = softplus(raw),
+    d theta / d raw = sigmoid(raw)), refreshed after every Adam step.
+
+    Parameters
+    ----------
+    x : float64 array of shape (n,)
+    value, slope : float64 arrays of shape (n,)
+        Outputs (may not alias ``x``).
+    work : C-contiguous float64 array of shape (3, B)
+        Scratch; the entries are processed B at a time (``SOFTPLUS_BLOCK``
+        = 1024: 24 KiB of scratch, in the L1 or L2 cache).
+
+    Checked against NumPy and SciPy over the whole double range in
+    tests/test_math.py::test_softplus_sigmoid_matches_numpy.
+    """
+    n = x.shape[0]
+    block = work.shape[1]
+    for start in range(0, n, block):
+        stop = min(start + block, n)
+        _softplus_sigmoid_block(x[start:stop], value[start:stop],
+                                slope[start:stop], work)
 
 
 @njit

@@ -110,3 +110,34 @@ def test_scipy_special_binding_calls_scipy_or_reports_absence():
 
     for x in (1e-300, 0.5, 3.0, 171.5, 1e10):
         assert call(x) == gammaln(x)
+
+
+def test_softplus_sigmoid_matches_numpy():
+    """The vectorized softplus/sigmoid over the whole double range, to a few ulps."""
+    rng = np.random.default_rng(0)
+    x = np.concatenate([
+        -np.logspace(-320, 3.2, 20001), np.logspace(-320, 3.2, 20001),
+        [0.0, -0.0, -708.0, -709.0, -745.0, -745.2, -746.0, -800.0, 800.0],
+        rng.normal(scale=10.0, size=5000), rng.normal(scale=300.0, size=5000),
+    ])
+    # block boundaries: lengths that are not multiples of the block
+    for n in (1, 3, _math.SOFTPLUS_BLOCK - 1, _math.SOFTPLUS_BLOCK + 1, x.size):
+        value, slope = np.empty(n), np.empty(n)
+        _math.softplus_sigmoid(x[:n], value, slope, np.empty((3, _math.SOFTPLUS_BLOCK)))
+        expected = np.logaddexp(0.0, x[:n])
+        with np.errstate(over="ignore"):
+            e = np.exp(np.minimum(x[:n], 0.0))  # exact expit, also below -709
+            expected_slope = np.where(x[:n] >= 0, 1.0 / (1.0 + np.exp(-x[:n])),
+                                      e / (1.0 + e))
+        tiny = np.finfo(float).tiny
+        for got, ref, ulps in ((value, expected, 3), (slope, expected_slope, 2)):
+            normal = np.abs(ref) >= tiny
+            assert np.all(np.abs(got - ref)[normal]
+                          <= ulps * np.spacing(np.abs(ref[normal])))
+            # subnormal results: to within the smallest subnormal
+            assert np.all(np.abs(got - ref)[~normal] <= 5e-324)
+    special = np.array([np.inf, -np.inf, np.nan])
+    value, slope = np.empty(3), np.empty(3)
+    _math.softplus_sigmoid(special, value, slope, np.empty((3, 8)))
+    assert_allclose(value, [np.inf, 0.0, np.nan])
+    assert_allclose(slope, [1.0, 0.0, np.nan])
