@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 from scipy.special import expit, log_expit
 
 from skbinvi import _math
@@ -141,3 +141,81 @@ def test_softplus_sigmoid_matches_numpy():
     _math.softplus_sigmoid(special, value, slope, np.empty((3, 8)))
     assert_allclose(value, [np.inf, 0.0, np.nan])
     assert_allclose(slope, [1.0, 0.0, np.nan])
+
+
+def test_log1mexp_array_matches_numpy_and_the_scalar_functions():
+    """The vectorized log(1 - e^-u) and 1 / expm1(u) over (0, inf], to a few ulps.
+
+    Also catches a log1mexp computed as log(1 - e^-u) above ln 2 (tens of
+    ulps near u = 4, all precision lost beyond u = 37).
+    """
+    rng = np.random.default_rng(0)
+    u = np.concatenate([
+        np.logspace(-323, 3.2, 40001),
+        [5e-324, 1e-310, np.log(2.0), np.nextafter(np.log(2.0), 0), 1e-8, 700.0,
+         708.0, 709.0, 710.0, 745.0, 746.0, 800.0, 1e300],
+        rng.exponential(1.0, size=5000), rng.exponential(30.0, size=5000),
+    ])
+    work = np.empty((_math.LOG1MEXP_WORK_ROWS, _math.SOFTPLUS_BLOCK))
+    for n in (1, 3, _math.SOFTPLUS_BLOCK - 1, _math.SOFTPLUS_BLOCK + 1, u.size):
+        value, deriv = np.empty(n), np.empty(n)
+        _math.log1mexp_array(u[:n], value, deriv, work)
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            # Maechler's accurate branches
+            expected = np.where(u[:n] < np.log(2.0), np.log(-np.expm1(-u[:n])),
+                                np.log1p(-np.exp(-u[:n])))
+            # 1 / expm1(u) = e^-u / (1 - e^-u): e^-u where expm1 overflows
+            expected_deriv = np.where(u[:n] > 700.0, np.exp(-u[:n]),
+                                      1.0 / np.expm1(u[:n]))
+        tiny = np.finfo(float).tiny
+        for got, ref in ((value, expected), (deriv, expected_deriv)):
+            # 1 / expm1(u) overflows for u below 1 / DBL_MAX
+            infinite = np.isinf(ref)
+            assert_array_equal(got[infinite], ref[infinite])
+            err = np.abs(got[~infinite] - ref[~infinite])
+            ref = np.abs(ref[~infinite])
+            normal = ref >= tiny
+            assert np.all(err[normal] <= 3 * np.spacing(ref[normal]))
+            assert np.all(err[~normal] <= 5e-324)
+        # the scalar kernels the array form replaces
+        scalar = np.array([_math.log1mexp(t) for t in u[:n]])
+        assert_allclose(value, scalar, rtol=4e-16, atol=0)
+    special = np.array([0.0, -0.0, -1.0, -np.inf, np.inf, np.nan])
+    value, deriv = np.empty(6), np.empty(6)
+    _math.log1mexp_array(special, value, deriv, np.empty((_math.LOG1MEXP_WORK_ROWS, 4)))
+    assert_array_equal(value, [-np.inf, -np.inf, -np.inf, -np.inf, 0.0, np.nan])
+    assert_array_equal(deriv, [np.inf, np.inf, np.inf, np.inf, 0.0, np.nan])
+
+
+def test_log_and_exp_arrays_match_numpy():
+    """The vectorized log (whole positive range) and exp (a <= 0), to 2 and 1 ulps."""
+    rng = np.random.default_rng(0)
+    y = np.concatenate([
+        np.logspace(-323.5, 308, 40001), [5e-324, 1e-310, 2.2250738585072014e-308,
+                                          np.sqrt(0.5), np.sqrt(2.0), 1.0, 2.0],
+        np.nextafter(1.0, [0.0, 2.0]), rng.uniform(0.5, 2.0, size=5000),
+        rng.uniform(1 - 1e-6, 1 + 1e-6, size=5000),
+    ])
+    a = -np.concatenate([np.logspace(-320, 3.2, 20001), [0.0, 708.0, 745.0, 746.0, 800.0],
+                         rng.exponential(10.0, size=5000)])
+    work = np.empty((2, _math.SOFTPLUS_BLOCK))
+    for n in (1, 3, _math.SOFTPLUS_BLOCK + 1, y.size):
+        out = np.empty(n)
+        _math.log_array(y[:n], out, work)
+        ref = np.log(y[:n])
+        assert np.all(np.abs(out - ref) <= 2 * np.spacing(np.abs(ref)))
+    for n in (1, 3, _math.SOFTPLUS_BLOCK + 1, a.size):
+        out = np.empty(n)
+        _math.exp_array(a[:n], out, work)
+        ref = np.exp(a[:n])
+        tiny = np.finfo(float).tiny
+        normal = ref >= tiny
+        assert np.all(np.abs(out - ref)[normal] <= np.spacing(ref[normal]))
+        assert np.all(np.abs(out - ref)[~normal] <= 5e-324)
+    out = np.empty(6)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        special = np.array([0.0, -0.0, np.inf, -1.0, -np.inf, np.nan])
+        _math.log_array(special, out, work)
+        assert_array_equal(out, np.log(special))
+    _math.exp_array(np.array([-np.inf, -0.0, np.nan]), out[:3], work)
+    assert_array_equal(out[:3], [0.0, 1.0, np.nan])

@@ -29,10 +29,13 @@ import math
 import numpy as np
 
 from .._math import (
+    LOG1MEXP_WORK_ROWS,
     SOFTPLUS_BLOCK,
-    dlog1mexp,
+    exp_array,
     kl_bernoulli_logits,
     log1mexp,
+    log1mexp_array,
+    log_array,
     log_sigmoid,
     sigmoid,
     softplus,
@@ -148,11 +151,22 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     z = np.empty(K)
     grad_z = np.empty(K)
     noise = np.empty((M, K))
+    zs = np.empty((M, K))
+    # u of every (relaxed sample, active feature) of a row and of the exact
+    # sample, then log(1 - exp(-u)) and its derivative at once (vectorized)
+    size = (M + 1) * _longest_row(indptr)
+    u = np.empty(size)
+    f = np.empty(size)
+    df = np.empty(size)
+    work = np.empty((LOG1MEXP_WORK_ROWS, SOFTPLUS_BLOCK))
+    odds = np.empty((M, K))
     for n in range(B):
+        # logistic noise log(U / (1 - U)), vectorized
         for m in range(M):
             for k in range(K):
-                u = uniforms[n, m, k]
-                noise[m, k] = math.log(u / (1.0 - u))
+                v = uniforms[n, m, k]
+                odds[m, k] = v / (1.0 - v)
+        log_array(odds.reshape(-1), noise.reshape(-1), work)
         exact = _negative_and_kl(indptr, indices, theta, leak, leak_sum, colsum,
                                  logit_q, logit_prior, n, active_sum)
         # d(exact)/d logit_q and d(exact)/d logit_prior
@@ -164,19 +178,36 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
                 - dq * (logit_q[n, k] - logit_prior[k])
             g_logit_prior[k] += q - sigmoid(logit_prior[k])
             q_total[k] += q
+        start, stop = indptr[n], indptr[n + 1]
+        a = stop - start
+        for m in range(M):
+            for k in range(K):
+                zs[m, k] = sigmoid((logit_q[n, k] + noise[m, k]) * inv_tau)
+            for j in range(start, stop):
+                i = indices[j]
+                ui = leak[i]
+                for k in range(K):
+                    ui += theta[i, k] * zs[m, k]
+                u[m * a + j - start] = ui
+        # one exact discrete sample from the first noise draw
+        for j in range(start, stop):
+            i = indices[j]
+            ui = leak[i]
+            for k in range(K):
+                if logit_q[n, k] + noise[0, k] > 0.0:
+                    ui += theta[i, k]
+            u[M * a + j - start] = ui
+        log1mexp_array(u[:(M + 1) * a], f[:(M + 1) * a], df[:(M + 1) * a], work)
         # Monte Carlo positive term, relaxed samples
         positive = 0.0
         for m in range(M):
             for k in range(K):
-                z[k] = sigmoid((logit_q[n, k] + noise[m, k]) * inv_tau)
+                z[k] = zs[m, k]
                 grad_z[k] = 0.0
-            for j in range(indptr[n], indptr[n + 1]):
+            for j in range(start, stop):
                 i = indices[j]
-                u = leak[i]
-                for k in range(K):
-                    u += theta[i, k] * z[k]
-                positive += log1mexp(u)
-                fp = dlog1mexp(u) * inv_m
+                positive += f[m * a + j - start]
+                fp = df[m * a + j - start] * inv_m
                 g_leak[i] += fp
                 for k in range(K):
                     g_theta[i, k] += fp * z[k]
@@ -184,15 +215,9 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
             for k in range(K):
                 g_logit_q[n, k] += grad_z[k] * z[k] * (1.0 - z[k]) * inv_tau
         elbo_relaxed[n] = exact + positive * inv_m
-        # one exact discrete sample from the first noise draw
         positive = 0.0
-        for j in range(indptr[n], indptr[n + 1]):
-            i = indices[j]
-            u = leak[i]
-            for k in range(K):
-                if logit_q[n, k] + noise[0, k] > 0.0:
-                    u += theta[i, k]
-            positive += log1mexp(u)
+        for j in range(M * a, (M + 1) * a):
+            positive += f[j]
         elbo_discrete[n] = exact + positive
         # the exact term's gradient for active features: +q (theta), +1 (leak)
         for j in range(indptr[n], indptr[n + 1]):
@@ -203,6 +228,19 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     # dense part: every feature is inactive unless added back above
     for k in range(K):
         g_theta_dense[k] = -q_total[k]
+
+
+# Entries of u evaluated at once by log1mexp_array in discrete_elbo (32 KiB)
+_U_CHUNK = 4096
+
+
+@njit
+def _longest_row(indptr):
+    """Largest number of active features of a row of the CSR structure (at least 1)."""
+    longest = 1
+    for n in range(indptr.shape[0] - 1):
+        longest = max(longest, indptr[n + 1] - indptr[n])
+    return longest
 
 
 @njit
@@ -278,8 +316,10 @@ def discrete_elbo(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     (common random numbers), so the estimate of a row does not depend on the
     other rows of the batch and is deterministic for fixed ``uniforms``.
     Equal samples are evaluated once (:func:`_sample_groups`): where q is
-    near 0 or 1 most of the S samples of a row coincide. Cost O(S K +
-    G nnz(x) n_on) per row, G <= S the distinct samples, n_on the causes on.
+    near 0 or 1 most of the S samples of a row coincide, and the causes on in
+    all of them are summed once. Cost O(S K + nnz(x) K + G nnz(x) n_free) per
+    row, G <= S the distinct samples, n_free the causes on in some samples
+    only; log(1 - e^{-u}) is evaluated in vectorized blocks.
 
     Parameters
     ----------
@@ -314,28 +354,64 @@ def discrete_elbo(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     group = np.empty(S, dtype=np.int64)
     rep = np.empty(S, dtype=np.int64)
     value = np.empty(S)
+    # u_si of the distinct samples of a row, then log(1 - exp(-u)) of up to
+    # _U_CHUNK of them at once (vectorized)
+    longest = _longest_row(indptr)
+    size = max(longest, _U_CHUNK)
+    u_fixed = np.empty(longest)
+    free_on = np.empty(K, dtype=np.int64)
+    u = np.empty(size)
+    f = np.empty(size)
+    df = np.empty(size)
+    work = np.empty((LOG1MEXP_WORK_ROWS, SOFTPLUS_BLOCK))
     for n in range(B):
         exact = _negative_and_kl(indptr, indices, theta, leak, leak_sum, colsum,
                                  logit_q, logit_prior, n, active_sum)
         for k in range(K):
             q[k] = sigmoid(logit_q[n, k])
         n_groups = _sample_groups(q, uniforms, umin, umax, keys, group, rep)
-        # sum_{i in A} log(1 - exp(-u_si)) once per distinct sample
+        start, stop = indptr[n], indptr[n + 1]
+        m = stop - start
+        # the causes on in every sample enter u once per row, the free ones
+        # (on in some samples: _sample_groups) once per distinct sample
+        n_free = 0
+        for k in range(K):
+            if umin[k] < q[k] <= umax[k]:
+                on[n_free] = k
+                n_free += 1
+        for j in range(start, stop):
+            i = indices[j]
+            ui = leak[i]
+            for k in range(K):
+                if q[k] > umax[k]:
+                    ui += theta[i, k]
+            u_fixed[j - start] = ui
+        first = 0  # first group of the chunk in u
         for g in range(n_groups):
             s = rep[g]
             n_on = 0
-            for k in range(K):
+            for t in range(n_free):
+                k = on[t]
                 if uniforms[s, k] < q[k]:
-                    on[n_on] = k
+                    free_on[n_on] = k
                     n_on += 1
-            total = 0.0
-            for j in range(indptr[n], indptr[n + 1]):
+            pos = (g - first) * m
+            for j in range(start, stop):
                 i = indices[j]
-                u = leak[i]
+                ui = u_fixed[j - start]
                 for t in range(n_on):
-                    u += theta[i, on[t]]
-                total += log1mexp(u)
-            value[g] = total
+                    ui += theta[i, free_on[t]]
+                u[pos + j - start] = ui
+            if g == n_groups - 1 or pos + 2 * m > size:
+                # sum_{i in A} log(1 - exp(-u_si)) of the chunk's samples
+                end = pos + m
+                log1mexp_array(u[:end], f[:end], df[:end], work)
+                for h in range(first, g + 1):
+                    total = 0.0
+                    for j in range((h - first) * m, (h - first + 1) * m):
+                        total += f[j]
+                    value[h] = total
+                first = g + 1
         positive = 0.0
         for s in range(S):
             positive += value[group[s]]
@@ -438,13 +514,21 @@ _E_MAX = 1.0 - 1e-12
 
 
 @njit
-def _row_exp_theta(indptr, indices, theta, n, exp_theta):
-    """``exp_theta[j, k] = exp(-theta[i_j, k])``, i_j the active features of row n."""
+def _row_exp_theta(indptr, indices, theta, n, exp_theta, scratch, work):
+    """``exp_theta[j, k] = exp(-theta[i_j, k])``, i_j the active features of row n.
+
+    ``scratch`` is an array shaped as ``exp_theta`` and ``work`` (2, B)
+    scratch of :func:`~skbinvi._math.exp_array` (vectorized exp).
+    """
     start = indptr[n]
-    for j in range(indptr[n + 1] - start):
+    n_active = indptr[n + 1] - start
+    K = theta.shape[1]
+    for j in range(n_active):
         i = indices[start + j]
-        for k in range(theta.shape[1]):
-            exp_theta[j, k] = math.exp(-theta[i, k])
+        for k in range(K):
+            scratch[j, k] = -theta[i, k]
+    flat = scratch.reshape(-1)[:n_active * K]
+    exp_array(flat, exp_theta.reshape(-1)[:n_active * K], work)
 
 
 @njit
@@ -468,13 +552,13 @@ def _row_samples(logit_q_row, uniforms, q, zs):
 
 @njit
 def _local_targets_row(indptr, indices, theta, leak, colsum, logit_prior, zs, n, on,
-                       exp_theta, ratio, out):
+                       exp_theta, ratio, logs, work, out):
     """Target logits of row n (see :func:`local_expectation_logits`) into ``out`` (K,).
 
     ``zs`` (S, K) holds the row's exact samples (:func:`_row_samples`): the
     targets depend on q only through them. ``exp_theta`` must hold the row's
-    :func:`_row_exp_theta`; ``on`` (K,) int64 and ``ratio`` (nnz of the
-    longest row, K) are scratch arrays.
+    :func:`_row_exp_theta`; ``on`` (K,) int64, ``ratio`` and ``logs`` (nnz of
+    the longest row, K) and ``work`` (2, B) are scratch arrays.
     The differences f(v + theta) - f(v) are logs of ratios of 1 - e^{-v}
     terms, built from e^{-u} and e^{-theta} by products; the ratios of a
     block of samples are multiplied before one log is taken, so the cost is
@@ -516,9 +600,11 @@ def _local_targets_row(indptr, indices, theta, leak, colsum, logit_prior, zs, n,
                 else:
                     ratio[j, k] *= (1.0 - e * exp_theta[j, k]) / (1.0 - e)
         if (s + 1) % 8 == 0 or s == S - 1:  # bounded products: no overflow
+            log_array(ratio.reshape(-1)[:n_active * K],
+                      logs.reshape(-1)[:n_active * K], work)
             for j in range(n_active):
                 for k in range(K):
-                    out[k] += math.log(ratio[j, k])
+                    out[k] += logs[j, k]
                     ratio[j, k] = 1.0
     for k in range(K):
         out[k] /= S
@@ -534,14 +620,15 @@ def _local_targets_row(indptr, indices, theta, leak, colsum, logit_prior, zs, n,
 def _local_scratch(indptr, n_rows, S, K):
     """Scratch arrays of :func:`_local_targets_row` for rows 0..n_rows-1.
 
-    Returns ``q`` (K,), ``zs`` (S, K), ``on`` (K,) int64, ``exp_theta`` and
-    ``ratio`` (nnz of the longest row, K).
+    Returns ``q`` (K,), ``zs`` (S, K), ``on`` (K,) int64, ``exp_theta``,
+    ``ratio`` and ``logs`` (nnz of the longest row, K) and ``work`` (2, B).
     """
     width = 0
     for n in range(n_rows):
         width = max(width, indptr[n + 1] - indptr[n])
     return (np.empty(K), np.empty((S, K)), np.empty(K, dtype=np.int64),
-            np.empty((width, K)), np.empty((width, K)))
+            np.empty((width, K)), np.empty((width, K)), np.empty((width, K)),
+            np.empty((2, SOFTPLUS_BLOCK)))
 
 
 @njit
@@ -588,14 +675,14 @@ def local_expectation_logits(indptr, indices, theta, leak, colsum, logit_q,
     gradient of the exact ELBO by enumeration
     (test_local_expectation_is_the_natural_gradient_of_the_exact_elbo).
     """
-    q, zs, on, exp_theta, ratio = _local_scratch(
+    q, zs, on, exp_theta, ratio, logs, work = _local_scratch(
         indptr, logit_q.shape[0], uniforms.shape[1], theta.shape[1])
     shared = uniforms.shape[0] == 1
     for n in range(logit_q.shape[0]):
-        _row_exp_theta(indptr, indices, theta, n, exp_theta)
+        _row_exp_theta(indptr, indices, theta, n, exp_theta, ratio, work)
         _row_samples(logit_q[n], uniforms[0 if shared else n], q, zs)
         _local_targets_row(indptr, indices, theta, leak, colsum, logit_prior, zs, n,
-                           on, exp_theta, ratio, out[n])
+                           on, exp_theta, ratio, logs, work, out[n])
 
 
 @njit
@@ -622,14 +709,14 @@ def local_optimize(indptr, indices, theta, leak, colsum, logit_prior, uniforms,
     tests/test_noisy_or_features.py::test_refinement_raises_each_rows_elbo.
     """
     K = theta.shape[1]
-    q, zs, on, exp_theta, ratio = _local_scratch(
+    q, zs, on, exp_theta, ratio, logs, work = _local_scratch(
         indptr, logit_q.shape[0], uniforms.shape[1], K)
     target = np.empty(K)
     shared = uniforms.shape[0] == 1
     most = 0
     for n in range(logit_q.shape[0]):
         U = uniforms[0 if shared else n]
-        _row_exp_theta(indptr, indices, theta, n, exp_theta)
+        _row_exp_theta(indptr, indices, theta, n, exp_theta, ratio, work)
         zs[:] = -1.0
         step = 0
         while step < n_steps:
@@ -637,7 +724,7 @@ def local_optimize(indptr, indices, theta, leak, colsum, logit_prior, uniforms,
             # them only when a sample changed
             if _row_samples(logit_q[n], U, q, zs):
                 _local_targets_row(indptr, indices, theta, leak, colsum, logit_prior,
-                                   zs, n, on, exp_theta, ratio, target)
+                                   zs, n, on, exp_theta, ratio, logs, work, target)
             step += 1
             change = 0.0
             for k in range(K):
