@@ -466,3 +466,45 @@ def test_local_optimize_equals_repeated_targets(scale):
         slow += 0.7 * (target - slow)
     assert_allclose(fast, slow, rtol=1e-13, atol=1e-13)
     assert not np.array_equal(fast, logit_q)
+
+
+def test_kernels_match_references_on_long_rows_with_many_distinct_samples():
+    """Rows of ~400 active features and posteriors far from 0 and 1.
+
+    The vectorized evaluation of log(1 - e^-u) takes several blocks per row
+    here: discrete_elbo flushes its buffer of u values several times per row
+    (about 400 features times up to 100 distinct samples), the relaxed ELBO
+    evaluates (M + 1) * 400 > 1024 terms, and the local targets take
+    e^-theta and the logs of 400 * K > 1024 entries; each must still equal
+    its dense NumPy reference.
+    """
+    X, theta, leak, logit_q, logit_prior, uniforms = _problem(
+        seed=11, B=4, D=600, K=12, M=4, density=0.7)
+    theta *= 0.05  # u of order one, so that both branches of log1mexp occur
+    tau = 0.5
+    S = np.random.default_rng(5).random((100, 12))
+    out = np.empty(X.shape[0])
+    _kernels.discrete_elbo(*_csr(X), theta, leak, theta.sum(0), leak.sum(), logit_q,
+                           logit_prior, S, out)
+    x = X.toarray()
+    q = expit(logit_q)
+    z = (S[None, :, :] < q[:, None, :]).astype(float)
+    u = leak + np.einsum("bsk,dk->bsd", z, theta)
+    assert (u[x[:, None, :].repeat(100, 1) > 0] < np.log(2.0)).any()
+    assert (u[x[:, None, :].repeat(100, 1) > 0] > np.log(2.0)).any()
+    expected = (
+        (x[:, None, :] * np.log(-np.expm1(-u))).sum(2).mean(1)
+        - ((1 - x) * (leak + q @ theta.T)).sum(1)
+        - _kl(logit_q, logit_prior).sum(1)
+    )
+    assert_allclose(out, expected, rtol=1e-12)
+    got = _run_relaxed(X, theta, leak, logit_q, logit_prior, uniforms, tau)
+    assert_allclose(got["elbo_relaxed"],
+                    _reference_relaxed_elbo(X, theta, leak, logit_q, logit_prior,
+                                            uniforms, tau), rtol=1e-12)
+    targets = np.empty_like(logit_q)
+    _kernels.local_expectation_logits(*_csr(X), theta, leak, theta.sum(0), logit_q,
+                                      logit_prior, S[None, :8], targets)
+    assert_allclose(targets, _reference_local_targets(X, theta, leak, logit_q,
+                                                      logit_prior, S[None, :8]),
+                    rtol=1e-10, atol=1e-10)
