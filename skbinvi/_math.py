@@ -159,9 +159,10 @@ def softplus_sigmoid(x, value, slope, work):
     ln 2, then its rational approximation) and log1p(e) as in fdlibm's
     e_log.c (a series in s = e / (2 + e)), with no call to the C math
     library, so that the compiler turns the loops into SIMD instructions:
-    about 5x faster than ``math.exp`` and ``math.log1p`` per element. This is the softplus
-    parametrization of the noisy-OR weights and leak (theta = softplus(raw),
-    d theta / d raw = sigmoid(raw)), refreshed after every Adam step.
+    about 5x faster than ``math.exp`` and ``math.log1p`` per element. This
+    is the softplus parametrization of the noisy-OR weights and leak
+    (theta = softplus(raw), d theta / d raw = sigmoid(raw)), refreshed after
+    every Adam step.
 
     Parameters
     ----------

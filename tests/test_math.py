@@ -196,7 +196,8 @@ def test_log_and_exp_arrays_match_numpy():
         np.nextafter(1.0, [0.0, 2.0]), rng.uniform(0.5, 2.0, size=5000),
         rng.uniform(1 - 1e-6, 1 + 1e-6, size=5000),
     ])
-    a = -np.concatenate([np.logspace(-320, 3.2, 20001), [0.0, 708.0, 745.0, 746.0, 800.0],
+    a = -np.concatenate([np.logspace(-320, 3.2, 20001),
+                         [0.0, 708.0, 745.0, 746.0, 800.0],
                          rng.exponential(10.0, size=5000)])
     work = np.empty((2, _math.SOFTPLUS_BLOCK))
     for n in (1, 3, _math.SOFTPLUS_BLOCK + 1, y.size):
