@@ -1,6 +1,7 @@
 """NoisyORFactorizer: the noisy-OR factor model with amortized variational inference."""
 
 import inspect
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -11,6 +12,8 @@ from sklearn.base import (
     TransformerMixin,
     _fit_context,
 )
+from sklearn.cluster import KMeans
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import gen_batches
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
@@ -58,6 +61,20 @@ _LOCAL_STEP = 0.5
 _LOCAL_TOL = 1e-4
 # A cause whose prior probability ends below this value is unused.
 _DEAD_PRIOR = 0.01
+# Split moves (split_moves=True; see NoisyORFactorizer._split_causes): training
+# rows on which the moves are scored, most rows scored per move, Monte Carlo
+# samples of the true ELBO, least gain in nats per scored row, heaviest words
+# of a cause on which its documents are clustered, smallest weight of a split
+# cause (keeps softplus^-1 finite), the share of max_iter during which moves
+# are made, and K / (most moves per epoch).
+_SPLIT_ROWS = 1000
+_SPLIT_EVAL_ROWS = 200
+_SPLIT_SAMPLES = 10
+_SPLIT_MARGIN = 0.01
+_SPLIT_TOP_WORDS = 30
+_SPLIT_FLOOR = 1e-6
+_SPLIT_UNTIL = 0.8
+_SPLIT_SHARE = 20
 # "jj": relative gain of the bound below which a row's E-step stops in transform
 _JJ_TOL = 1e-10
 
@@ -306,6 +323,23 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         are 0 or 1 to double precision: a linear classifier on the logits is
         4 to 5 points more accurate (see the User Guide). The logits are
         computed directly, never as ``logit(expit(.))``.
+    split_moves : bool, default=False
+        "acp" only: after each of the first 80% of the ``max_iter`` epochs,
+        try to split the most used causes in two, each into the slot of the
+        least used cause, and keep a split only if it raises the true ELBO of
+        a subsample of the training rows (a split-merge step with an
+        accept/reject rule; Ueda et al., 2000; Hughes, Kim and Sudderth,
+        2015). It separates causes that merged two groups of documents with
+        different words, a local optimum that gradient steps do not leave.
+        Measured (User Guide, "Split moves"; seeds 0 and 1): on synthetic
+        documents whose 50 or 100 causes are equally frequent it recovers 6
+        to 14 more true causes and raises the test ELBO by 2.4 to 12.5 nats
+        per document; with Zipf-distributed cause frequencies it lowers the
+        test ELBO by 2.4 to 4.7; on Reuters bodies and R8 (K = 100, 150) the
+        test ELBO changes by -0.07 to +0.23 and the features' accuracy by
+        -0.007 to +0.002; fit times change by -12% to +32% (median +7%).
+        Off by default; compare both on held-out data (``score`` is the
+        ELBO), for example with :class:`~sklearn.model_selection.GridSearchCV`.
     n_elbo_samples : int, default=100
         Exact discrete samples of q per row used to estimate the ELBO: by
         :meth:`score`, :meth:`score_samples`, :meth:`elbo`, ``elbo_`` and the
@@ -438,6 +472,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         "n_transform_steps": [Interval(Integral, 1, None, closed="left")],
         "n_refine_steps": [Interval(Integral, 0, None, closed="left")],
         "transform_output": [StrOptions({"logit", "probability"})],
+        "split_moves": ["boolean"],
         "n_elbo_samples": [Interval(Integral, 1, None, closed="left")],
     }
 
@@ -467,6 +502,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         n_transform_steps=50,
         n_refine_steps=5,
         transform_output="logit",
+        split_moves=False,
         n_elbo_samples=100,
         random_state=None,
         verbose=0,
@@ -494,6 +530,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         self.n_transform_steps = n_transform_steps
         self.n_refine_steps = n_refine_steps
         self.transform_output = transform_output
+        self.split_moves = split_moves
         self.n_elbo_samples = n_elbo_samples
         self.random_state = random_state
         self.verbose = verbose
@@ -857,6 +894,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             row_elbo[rows] = elbo_discrete
         self._epoch += 1
         self._revive_unused_causes(X, row_elbo, rng)
+        if self.split_moves:
+            self._split_causes(X, rng)
         return float(row_elbo.mean())
 
     def _revive_unused_causes(self, X, row_elbo, rng):
@@ -897,6 +936,157 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             for m in (opt.m, opt.v):
                 m[2 + n_layers][:, dead] = 0.0
                 m[2 + 2 * n_layers][dead] = 0.0
+        self._sync_constrained()
+
+    def _split_causes(self, X, rng):
+        """Split moves ("acp"): free the least used causes to split popular ones.
+
+        A cause k that explains two groups of documents with different words
+        (two true causes merged into one: a local optimum that gradient steps
+        do not leave) is split in two. Its documents (q_k > 1/2 in a subsample
+        of ``_SPLIT_ROWS`` training rows) are clustered in two by 2-means
+        (:class:`~sklearn.cluster.KMeans`) on its ``_SPLIT_TOP_WORDS``
+        heaviest words; the weight theta_dk of each word is shared between k
+        and a freed cause j as theta_dk f_c(d) / max_c' f_c'(d), with f_c(d)
+        the word's frequency in cluster c, and the prior mu_k in proportion to
+        the cluster sizes. The freed cause j is the least used one (lowest
+        mean q), so a move discards it.
+
+        A move is kept only if it raises the true ELBO of the subsample
+        (Monte Carlo with ``_SPLIT_SAMPLES`` common random numbers) by more
+        than ``_SPLIT_MARGIN`` nats per row, computed with the posterior the
+        model itself gives after the move: ACP's logits are linear in the
+        weights, sum_d (psi_d + 1) theta_dk over the active features, minus
+        the column sum, plus logit mu_k, with the encoder's psi unchanged. It
+        is scored on the rows where k or j is on with probability above
+        sigmoid(-3) before or after the move (at most ``_SPLIT_EVAL_ROWS`` of
+        them, scaled up). This is a split-merge step with an accept/reject
+        rule on the objective (Ueda et al., Neural Computation 12, 2000, for
+        mixtures; Hughes, Kim and Sudderth, AISTATS 2015, for variational
+        inference). Up to max(1, K // _SPLIT_SHARE) moves, among as many
+        candidate parents (the most used causes), after each of the first
+        ``_SPLIT_UNTIL`` of ``max_iter`` epochs and after the re-seeding of
+        unused causes; the Adam moments of the moved causes restart at 0.
+        The candidates are ranked with one set of common random numbers and
+        each accepted move is checked with a second, independent one. Only
+        with ``split_moves=True`` and "acp": with AVI the encoder, not the
+        weights, gives the posterior, and the split moves tried for it
+        (output columns moved apart along the clusters' mean hidden
+        activations) lowered the test ELBO.
+        Cost per epoch O(_SPLIT_ROWS nnz_per_row (K + H) + K / _SPLIT_SHARE
+        _SPLIT_EVAL_ROWS _SPLIT_SAMPLES (nnz_per_row + K)), H the last hidden
+        layer.
+        """
+        if (self.inference != "acp" or self.n_components < 2
+                or self._epoch > _SPLIT_UNTIL * self.max_iter):
+            return
+        n_samples = X.shape[0]
+        K = self.n_components
+        n_sub = min(n_samples, _SPLIT_ROWS)
+        sub = np.sort(rng.choice(n_samples, size=n_sub, replace=False))
+        Xs = X[sub]
+        indptr, indices = _csr_arrays(Xs)
+        logit_q, (_, _, psi) = self._encode(Xs, indptr, indices, self._theta)
+        weighted = sp.csr_matrix((psi + 1.0, Xs.indices, Xs.indptr), shape=Xs.shape)
+        theta, colsum = self._theta.copy(), self._colsum.copy()
+        logit_prior = self._logit_prior.copy()
+        # two independent sets of common random numbers: the candidates are
+        # ranked with the first, and the best one is checked with the second,
+        # so that the largest of several noisy gains is not taken at face value
+        draws = self._safeguard_uniforms
+        if draws.shape[0] < 2 * _SPLIT_SAMPLES:
+            draws = np.random.RandomState(0).random_sample((2 * _SPLIT_SAMPLES, K))
+        rank_uniforms = draws[:_SPLIT_SAMPLES]
+        check_uniforms = draws[_SPLIT_SAMPLES: 2 * _SPLIT_SAMPLES]
+        uniforms = rank_uniforms
+
+        def elbo(rows, theta, colsum, logit_prior, logit_q):
+            out = np.empty(rows.size)
+            _kernels.discrete_elbo(*_csr_arrays(Xs[rows]), theta, self._leak, colsum,
+                                   self._leak_sum[0], logit_q, logit_prior, uniforms,
+                                   out)
+            return out
+
+        row_elbo = elbo(np.arange(n_sub), theta, colsum, logit_prior, logit_q)
+        n_moves = max(1, K // _SPLIT_SHARE)
+        order = np.argsort(expit(logit_q).mean(axis=0), kind="stable")
+        victims = list(order[:n_moves])
+        parents = [k for k in order[::-1] if k not in victims][:n_moves]
+
+        def propose(k):
+            on = np.flatnonzero(logit_q[:, k] > 0)
+            if on.size > _SPLIT_EVAL_ROWS:
+                on = np.sort(rng.choice(on, _SPLIT_EVAL_ROWS, replace=False))
+            if on.size < 10:
+                return None
+            Xon = Xs[on]
+            words = np.argsort(-theta[:, k])[:_SPLIT_TOP_WORDS]
+            with warnings.catch_warnings():
+                # fewer distinct rows than clusters: caught by the size check
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                labels = KMeans(2, n_init=1, random_state=rng.randint(2**31 - 1)
+                                ).fit_predict(Xon[:, words].toarray())
+            sizes = np.bincount(labels, minlength=2)
+            if sizes.min() < 3:
+                return None
+            freq = np.vstack([np.asarray(Xon[labels == c].mean(axis=0)).ravel()
+                              for c in (0, 1)])
+            share = freq / np.maximum(freq.max(axis=0), 1e-300)
+            new_theta = theta[:, k, None] * share.T + _SPLIT_FLOOR
+            return new_theta, logit(expit(logit_prior[k]) * sizes / sizes.sum())
+
+        def score(j, k, move):
+            new_theta, new_logit_prior = move
+            cols = [k, j]
+            # the two causes' logits after the move, on every row
+            moved = weighted @ new_theta - new_theta.sum(axis=0) + new_logit_prior
+            # rows where either cause is on with probability above sigmoid(-3)
+            # before or after the move: on the others the ELBO barely changes
+            rows = np.flatnonzero((logit_q[:, cols] > -3.0).any(axis=1)
+                                  | (moved > -3.0).any(axis=1))
+            scale = 1.0
+            if rows.size > _SPLIT_EVAL_ROWS:
+                scale = rows.size / _SPLIT_EVAL_ROWS
+                rows = np.sort(rng.choice(rows, _SPLIT_EVAL_ROWS, replace=False))
+            theta1, colsum1 = theta.copy(), colsum.copy()
+            theta1[:, cols] = new_theta
+            colsum1[cols] = new_theta.sum(axis=0)
+            logit_prior1 = logit_prior.copy()
+            logit_prior1[cols] = new_logit_prior
+            logit_q1 = logit_q[rows]
+            logit_q1[:, cols] = moved[rows]
+            after = elbo(rows, theta1, colsum1, logit_prior1, logit_q1)
+            gain = scale * (after.sum() - row_elbo[rows].sum()) / n_sub
+            return gain, rows, after, theta1, colsum1, logit_prior1, logit_q1
+
+        proposals = []
+        for k in parents:
+            move = propose(k)
+            if move is not None:
+                proposals.append((score(victims[0], k, move)[0], k, move))
+        proposals.sort(key=lambda p: -p[0])
+        moved = []
+        uniforms = check_uniforms
+        row_elbo = elbo(np.arange(n_sub), theta, colsum, logit_prior, logit_q)
+        for gain, k, move in proposals:
+            if gain <= _SPLIT_MARGIN or not victims:
+                break
+            j = victims[0]
+            gain, rows, after, *state = score(j, k, move)
+            if gain <= _SPLIT_MARGIN:
+                continue
+            victims.pop(0)
+            moved += [k, j]
+            theta, colsum, logit_prior, logit_q[rows] = state
+            row_elbo[rows] = after
+        if not moved:
+            return
+        self._theta_raw[:, moved] = _softplus_inverse(theta[:, moved])
+        self._logit_prior[moved] = logit_prior[moved]
+        opt = self._optimizer
+        for m in (opt.m, opt.v):
+            m[0][:, moved] = 0.0
+            m[2][moved] = 0.0
         self._sync_constrained()
 
     def _em_iteration(self, X):
@@ -1072,7 +1262,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         ValueError
             If X is empty, not 2-D, contains NaN or infinity, negative values,
             or (with ``binarize=None``) values other than 0 and 1; if early
-            stopping leaves no training or no validation row; if training
+            stopping leaves no training or no validation row; if
+            ``split_moves=True`` with an inference other than "acp"; if training
             diverges (a non-finite ELBO, for example with a too large
             ``learning_rate``).
 
@@ -1085,6 +1276,12 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             if a cause ends empty (prior below 1 / n_samples: on in less than
             one training row in expectation).
         """
+        if self.split_moves and self.inference != "acp":
+            raise ValueError(
+                f"{type(self).__name__}: split_moves=True needs inference='acp' "
+                f"(got inference={self.inference!r}): the moves are scored with "
+                "ACP's posterior, which follows the causes' weights."
+            )
         X = self._check_X(X, reset=not (self.warm_start and self._is_initialized()))
         return self._fit_loop(X)
 
