@@ -998,16 +998,16 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             draws = np.random.RandomState(0).random_sample((2 * _SPLIT_SAMPLES, K))
         rank_uniforms = draws[:_SPLIT_SAMPLES]
         check_uniforms = draws[_SPLIT_SAMPLES: 2 * _SPLIT_SAMPLES]
-        uniforms = rank_uniforms
 
-        def elbo(rows, theta, colsum, logit_prior, logit_q):
+        def elbo(rows, theta, colsum, logit_prior, logit_q, uniforms):
             out = np.empty(rows.size)
             _kernels.discrete_elbo(*_csr_arrays(Xs[rows]), theta, self._leak, colsum,
                                    self._leak_sum[0], logit_q, logit_prior, uniforms,
                                    out)
             return out
 
-        row_elbo = elbo(np.arange(n_sub), theta, colsum, logit_prior, logit_q)
+        all_rows = np.arange(n_sub)
+        row_elbo = elbo(all_rows, theta, colsum, logit_prior, logit_q, rank_uniforms)
         n_moves = max(1, K // _SPLIT_SHARE)
         order = np.argsort(expit(logit_q).mean(axis=0), kind="stable")
         victims = list(order[:n_moves])
@@ -1035,7 +1035,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             new_theta = theta[:, k, None] * share.T + _SPLIT_FLOOR
             return new_theta, logit(expit(logit_prior[k]) * sizes / sizes.sum())
 
-        def score(j, k, move):
+        def score(j, k, move, uniforms):
             new_theta, new_logit_prior = move
             cols = [k, j]
             # the two causes' logits after the move, on every row
@@ -1055,7 +1055,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             logit_prior1[cols] = new_logit_prior
             logit_q1 = logit_q[rows]
             logit_q1[:, cols] = moved[rows]
-            after = elbo(rows, theta1, colsum1, logit_prior1, logit_q1)
+            after = elbo(rows, theta1, colsum1, logit_prior1, logit_q1, uniforms)
             gain = scale * (after.sum() - row_elbo[rows].sum()) / n_sub
             return gain, rows, after, theta1, colsum1, logit_prior1, logit_q1
 
@@ -1063,16 +1063,15 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         for k in parents:
             move = propose(k)
             if move is not None:
-                proposals.append((score(victims[0], k, move)[0], k, move))
+                proposals.append((score(victims[0], k, move, rank_uniforms)[0], k, move))
         proposals.sort(key=lambda p: -p[0])
         moved = []
-        uniforms = check_uniforms
-        row_elbo = elbo(np.arange(n_sub), theta, colsum, logit_prior, logit_q)
+        row_elbo = elbo(all_rows, theta, colsum, logit_prior, logit_q, check_uniforms)
         for gain, k, move in proposals:
             if gain <= _SPLIT_MARGIN or not victims:
                 break
             j = victims[0]
-            gain, rows, after, *state = score(j, k, move)
+            gain, rows, after, *state = score(j, k, move, check_uniforms)
             if gain <= _SPLIT_MARGIN:
                 continue
             victims.pop(0)
