@@ -270,6 +270,8 @@ def test_split_moves_are_opt_in_and_acp_only(monkeypatch):
     for inference in ("avi", "svi", "jj"):
         with pytest.raises(ValueError, match="split_moves=True needs inference='acp'"):
             NoisyORFactorizer(4, inference=inference, split_moves=True).fit(X)
+    with pytest.raises(ValueError, match="split_moves=True needs inference='acp'"):
+        NoisyORFactorizer(4, inference="avi", split_moves=True).partial_fit(X)
 
 
 @pytest.mark.slow

@@ -1063,7 +1063,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         for k in parents:
             move = propose(k)
             if move is not None:
-                proposals.append((score(victims[0], k, move, rank_uniforms)[0], k, move))
+                gain = score(victims[0], k, move, rank_uniforms)[0]
+                proposals.append((gain, k, move))
         proposals.sort(key=lambda p: -p[0])
         moved = []
         row_elbo = elbo(all_rows, theta, colsum, logit_prior, logit_q, check_uniforms)
@@ -1275,14 +1276,17 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             if a cause ends empty (prior below 1 / n_samples: on in less than
             one training row in expectation).
         """
+        self._check_split_moves()
+        X = self._check_X(X, reset=not (self.warm_start and self._is_initialized()))
+        return self._fit_loop(X)
+
+    def _check_split_moves(self):
         if self.split_moves and self.inference != "acp":
             raise ValueError(
                 f"{type(self).__name__}: split_moves=True needs inference='acp' "
                 f"(got inference={self.inference!r}): the moves are scored with "
                 "ACP's posterior, which follows the causes' weights."
             )
-        X = self._check_X(X, reset=not (self.warm_start and self._is_initialized()))
-        return self._fit_loop(X)
 
     # ------------------------------------------------- hooks of the fit loop
     def _iterate(self, X, y, rng):
@@ -1410,6 +1414,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         AttributeError
             With ``inference="jj"`` (variational EM needs all the data).
         """
+        self._check_split_moves()
         first_time = not self._is_initialized()
         X = self._check_X(X, reset=first_time)
         self._online = True  # new rows: "svi" starts their logits from the prior
