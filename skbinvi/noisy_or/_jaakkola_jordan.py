@@ -64,7 +64,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import Bunch
 
-from .._math import dlog1mexp, kl_bernoulli_logits, log1mexp, sigmoid
+from .._math import dlog1mexp, kl_bernoulli_logits, log1mexp, sigmoid, softplus_sigmoid
 from .._numba import njit
 from ._kernels import _negative_and_kl
 
@@ -489,8 +489,16 @@ def _solve_r_entry(t0, th, q, r, work, max_iter, tol):
 
 
 @njit
+def _bound_scratch(logit_prior):
+    """Scratch of :func:`_row_bound`, shape (5, K): row 0 is softplus(logit_prior)."""
+    rows = np.empty((5, logit_prior.shape[0]))
+    softplus_sigmoid(logit_prior, rows[0], rows[1], rows[2:])
+    return rows
+
+
+@njit
 def _row_bound(n, indptr, indices, theta, leak, colsum, leak_sum, logit_q,
-               logit_prior, r, q_row, active_sum):
+               logit_prior, r, q_row, active_sum, rows):
     """B_n, the Jensen bound on the ELBO of row n (nats).
 
     Parameters
@@ -501,16 +509,17 @@ def _row_bound(n, indptr, indices, theta, leak, colsum, leak_sum, logit_q,
         As in :func:`jj_bound`.
     q_row, active_sum : float64 arrays of shape (K,)
         Work space.
+    rows : float64 array of shape (5, K)
+        ``rows[0]`` holds ``softplus(logit_prior)`` (:func:`_bound_scratch`);
+        the other rows are work space.
 
     Returns
     -------
     float
     """
-    K = theta.shape[1]
     value = _negative_and_kl(indptr, indices, theta, leak, leak_sum, colsum,
-                             logit_q, logit_prior, n, active_sum)
-    for k in range(K):
-        q_row[k] = sigmoid(logit_q[n, k])
+                             logit_q, logit_prior, rows[0], n, active_sum,
+                             q_row, rows[1], rows[2:])
     for j in range(indptr[n], indptr[n + 1]):
         i = indices[j]
         t0 = max(leak[i], LEAK_FLOOR)
@@ -561,9 +570,10 @@ def jj_bound(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     K = theta.shape[1]
     q_row = np.empty(K)
     active_sum = np.empty(K)
+    rows = _bound_scratch(logit_prior)
     for n in range(logit_q.shape[0]):
         out[n] = _row_bound(n, indptr, indices, theta, leak, colsum, leak_sum,
-                            logit_q, logit_prior, r, q_row, active_sum)
+                            logit_q, logit_prior, r, q_row, active_sum, rows)
 
 
 @njit
@@ -765,6 +775,7 @@ def jj_e_step(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     active_sum = np.empty(K)
     q_row = np.empty(K)
     work = np.empty((4, K))
+    rows = _bound_scratch(logit_prior)
     for n in range(logit_q.shape[0]):
         previous = -math.inf
         for _ in range(n_inner):
@@ -777,7 +788,7 @@ def jj_e_step(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
             _row_update_r(n, indptr, indices, theta, leak, logit_q, r, q_row,
                           work, 200, 1e-12)
         out[n] = _row_bound(n, indptr, indices, theta, leak, colsum, leak_sum,
-                            logit_q, logit_prior, r, q_row, active_sum)
+                            logit_q, logit_prior, r, q_row, active_sum, rows)
 
 
 # --------------------------------------------------------------------------

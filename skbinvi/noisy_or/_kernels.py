@@ -32,12 +32,12 @@ from .._math import (
     LOG1MEXP_WORK_ROWS,
     SOFTPLUS_BLOCK,
     exp_array,
-    kl_bernoulli_logits,
     log1mexp,
     log1mexp_array,
     log_array,
     log_sigmoid,
     sigmoid,
+    sigmoid_array,
     softplus,
     softplus_sigmoid,
 )
@@ -46,13 +46,20 @@ from .._numba import njit
 
 @njit
 def _negative_and_kl(indptr, indices, theta, leak, leak_sum, colsum, logit_q,
-                     logit_prior, n, active_sum):
+                     logit_prior, softplus_prior, n, active_sum, q_row,
+                     softplus_row, work):
     """Exact part of the ELBO of row n: negative evidence minus KL.
 
     Returns ``-sum_{i not in A} (theta_i0 + sum_k theta_ik q_k) - sum_k KL_k``
-    and fills ``active_sum[k] = sum_{i in A} theta_ik``.
+    and fills ``active_sum[k] = sum_{i in A} theta_ik``, ``q_row[k] = q_nk``
+    and ``softplus_row[k] = softplus(logit_q[n, k])`` (vectorized,
+    :func:`softplus_sigmoid`; ``work`` has shape (3, B) or more rows).
+    ``softplus_prior`` is ``softplus(logit_prior)`` (K,), computed once per
+    batch: with l = logit q and c = logit mu,
+    ``KL(Bern(q) || Bern(mu)) = q (l - c) - softplus(l) + softplus(c)``.
     """
     K = theta.shape[1]
+    softplus_sigmoid(logit_q[n], softplus_row, q_row, work)
     active_sum[:] = 0.0
     leak_active = 0.0
     for j in range(indptr[n], indptr[n + 1]):
@@ -62,8 +69,9 @@ def _negative_and_kl(indptr, indices, theta, leak, leak_sum, colsum, logit_q,
             active_sum[k] += theta[i, k]
     value = -(leak_sum - leak_active)
     for k in range(K):
-        value -= (colsum[k] - active_sum[k]) * sigmoid(logit_q[n, k])
-        value -= kl_bernoulli_logits(logit_q[n, k], logit_prior[k])
+        value -= (colsum[k] - active_sum[k]) * q_row[k]
+        value -= (q_row[k] * (logit_q[n, k] - logit_prior[k])
+                  - softplus_row[k] + softplus_prior[k])
     return value
 
 
@@ -160,6 +168,11 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     df = np.empty(size)
     work = np.empty((LOG1MEXP_WORK_ROWS, SOFTPLUS_BLOCK))
     odds = np.empty((M, K))
+    # the prior's softplus and sigmoid, once per batch
+    softplus_prior = np.empty(K)
+    prior = np.empty(K)
+    softplus_sigmoid(logit_prior, softplus_prior, prior, work)
+    softplus_row = np.empty(K)
     for n in range(B):
         # logistic noise log(U / (1 - U)), vectorized
         for m in range(M):
@@ -168,21 +181,24 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
                 odds[m, k] = v / (1.0 - v)
         log_array(odds.reshape(-1), noise.reshape(-1), work)
         exact = _negative_and_kl(indptr, indices, theta, leak, leak_sum, colsum,
-                                 logit_q, logit_prior, n, active_sum)
+                                 logit_q, logit_prior, softplus_prior, n,
+                                 active_sum, q_row, softplus_row, work)
         # d(exact)/d logit_q and d(exact)/d logit_prior
         for k in range(K):
-            q = sigmoid(logit_q[n, k])
-            q_row[k] = q
+            q = q_row[k]
             dq = q * (1.0 - q)
             g_logit_q[n, k] = -dq * (colsum[k] - active_sum[k]) \
                 - dq * (logit_q[n, k] - logit_prior[k])
-            g_logit_prior[k] += q - sigmoid(logit_prior[k])
+            g_logit_prior[k] += q - prior[k]
             q_total[k] += q
         start, stop = indptr[n], indptr[n + 1]
         a = stop - start
+        # the relaxed samples sigmoid((logit q + L) / tau), vectorized
         for m in range(M):
             for k in range(K):
-                zs[m, k] = sigmoid((logit_q[n, k] + noise[m, k]) * inv_tau)
+                odds[m, k] = (logit_q[n, k] + noise[m, k]) * inv_tau
+        sigmoid_array(odds.reshape(-1), zs.reshape(-1), work)
+        for m in range(M):
             for j in range(start, stop):
                 i = indices[j]
                 ui = leak[i]
@@ -364,11 +380,13 @@ def discrete_elbo(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     f = np.empty(size)
     df = np.empty(size)
     work = np.empty((LOG1MEXP_WORK_ROWS, SOFTPLUS_BLOCK))
+    softplus_prior = np.empty(K)
+    softplus_row = np.empty(K)
+    softplus_sigmoid(logit_prior, softplus_prior, softplus_row, work)
     for n in range(B):
         exact = _negative_and_kl(indptr, indices, theta, leak, leak_sum, colsum,
-                                 logit_q, logit_prior, n, active_sum)
-        for k in range(K):
-            q[k] = sigmoid(logit_q[n, k])
+                                 logit_q, logit_prior, softplus_prior, n,
+                                 active_sum, q, softplus_row, work)
         n_groups = _sample_groups(q, uniforms, umin, umax, keys, group, rep)
         start, stop = indptr[n], indptr[n + 1]
         m = stop - start
