@@ -434,3 +434,42 @@ def test_set_output_pandas(small):
     out = model.fit_transform(small)
     assert isinstance(out, pd.DataFrame)
     assert list(out.columns) == list(model.get_feature_names_out())
+
+
+@pytest.mark.parametrize("params", [
+    {"inference": "acp"}, {"inference": "avi"}, {"inference": "svi"},
+    {"inference": "jj"}, {"inference": "acp", "n_init": 2},
+    {"inference": "avi", "early_stopping": True, "validation_fraction": 0.25},
+    {"inference": "acp", "transform_output": "probability"},
+])
+def test_fit_transform_equals_fit_then_transform(small, params):
+    """fit_transform returns the logits of the final ELBO: fit(X).transform(X) exactly.
+
+    The training rows are encoded and refined once, not twice; nothing of it
+    stays on the estimator, and with early stopping (final ELBO on part of
+    the rows only) the rows are transformed afresh.
+    """
+    separate = NoisyORFactorizer(3, max_iter=3, random_state=0, **params)
+    expected = separate.fit(small).transform(small)
+    model = NoisyORFactorizer(3, max_iter=3, random_state=0, **params)
+    calls = []
+    original = model._posterior_logits
+
+    def counted(X, **kwargs):
+        calls.append(X.shape[0])
+        return original(X, **kwargs)
+
+    model._posterior_logits = counted
+    out = model.fit_transform(small)
+    del model._posterior_logits
+    assert_array_equal(out, expected)
+    assert_array_equal(model.transform(small), expected)
+    assert model.elbo_ == separate.elbo_
+    assert not {"_final_logits", "_keep_final_logits"} & set(vars(model))
+    assert not {"_final_logits", "_keep_final_logits"} & set(vars(separate))
+    n = small.shape[0]
+    n_inits = params.get("n_init", 1)
+    if params.get("early_stopping"):
+        assert calls.count(n) == 1  # the fresh transform
+    else:
+        assert calls.count(n) == n_inits  # the final ELBO of each run only
