@@ -322,6 +322,28 @@ def test_local_expectation_logits_match_reference(shared):
     assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
 
 
+def test_local_expectation_logits_with_extreme_weights_match_reference():
+    """Weights whose e^{-theta} underflows (800) or nearly does (30, 60).
+
+    The vectorized ratio update selects between its two branches and caps
+    e / e^{-theta}; an underflowed e^{-theta} takes the exact scalar path.
+    The causes are on in some samples and off in others.
+    """
+    X, theta, leak, logit_q, logit_prior, _ = _problem(seed=11, B=6, D=12, K=5,
+                                                       density=0.6)
+    theta[:, 1] = 800.0
+    theta[::2, 3] = 30.0
+    theta[1::3, 4] = 60.0
+    uniforms = np.random.default_rng(5).random((1, 40, 5))
+    logit_q[:] = 0.0  # every cause on in about half the samples
+    out = np.empty_like(logit_q)
+    _kernels.local_expectation_logits(*_csr(X), theta, leak, theta.sum(0), logit_q,
+                                      logit_prior, uniforms, out)
+    expected = _reference_local_targets(X, theta, leak, logit_q, logit_prior, uniforms)
+    assert np.all(np.isfinite(out))
+    assert_allclose(out, expected, rtol=1e-12, atol=1e-9)
+
+
 def test_local_expectation_is_the_natural_gradient_of_the_exact_elbo():
     """q(1 - q) (target - logit q) = dL/d logit q, L by enumeration of 2^K states."""
     X, theta, leak, logit_q, logit_prior, _ = _problem(seed=10, B=3, D=10, K=3,

@@ -568,6 +568,31 @@ def _row_samples(logit_q_row, uniforms, q, zs):
     return changed
 
 
+@njit(error_model="numpy")
+def _ratio_update(z, exp_theta, e, ratio):
+    """``ratio[k] *= (1 - e^{-(u|z_k=1)}) / (1 - e^{-(u|z_k=0)})`` for every k.
+
+    ``e`` = min(e^{-u}, ``_E_MAX``) of the sample's u, ``z`` (K,) the sample
+    (0.0/1.0), ``exp_theta`` (K,) e^{-theta_ik}. With z_k = 1, e^{-(u|z_k=0)}
+    is min(e / e^{-theta_ik}, ``_E_MAX``); with z_k = 0, e^{-(u|z_k=1)} is
+    e e^{-theta_ik}. Both branches are computed and one is selected (no
+    branch, no division check), so that the loop compiles to SIMD
+    instructions; an underflowed e^{-theta_ik} = 0 gives the cap, which the
+    caller corrects (:func:`_local_targets_row`).
+    """
+    one_minus_e = 1.0 - e
+    for k in range(z.shape[0]):
+        x = exp_theta[k]
+        # z_k = 1: (1 - e) / (1 - e / x) = x (1 - e) / (x - e) below the cap
+        capped = e >= _E_MAX * x
+        num_on = one_minus_e if capped else x * one_minus_e
+        den_on = 1.0 - _E_MAX if capped else x - e
+        on = z[k] > 0.0
+        num = num_on if on else 1.0 - e * x
+        den = den_on if on else one_minus_e
+        ratio[k] *= num / den
+
+
 @njit
 def _local_targets_row(indptr, indices, theta, leak, colsum, logit_prior, zs, n, on,
                        exp_theta, ratio, logs, work, out):
@@ -590,11 +615,13 @@ def _local_targets_row(indptr, indices, theta, leak, colsum, logit_prior, zs, n,
     S = zs.shape[0]
     start = indptr[n]
     n_active = indptr[n + 1] - start
+    underflow = False
     for k in range(K):
         out[k] = 0.0
     for j in range(n_active):
         for k in range(K):
             ratio[j, k] = 1.0
+            underflow |= exp_theta[j, k] == 0.0
     for s in range(S):
         n_on = 0
         for k in range(K):
@@ -607,16 +634,13 @@ def _local_targets_row(indptr, indices, theta, leak, colsum, logit_prior, zs, n,
             for t in range(n_on):
                 u += theta[i, on[t]]
             e = min(math.exp(-u), _E_MAX)
-            for k in range(K):
-                # (1 - e^{-(u|z_k=1)}) / (1 - e^{-(u|z_k=0)})
-                if zs[s, k] > 0.0:
-                    if exp_theta[j, k] > 0.0:
-                        e0 = min(e / exp_theta[j, k], _E_MAX)
-                    else:  # theta_ik > ~745: e^{-theta} underflows
+            _ratio_update(zs[s], exp_theta[j], e, ratio[j])
+            if underflow:
+                # theta_ik > ~745: e^{-theta} underflows, e / 0 gave the cap
+                for k in range(K):
+                    if zs[s, k] > 0.0 and exp_theta[j, k] == 0.0:
                         e0 = min(math.exp(theta[i, k] - u), _E_MAX)
-                    ratio[j, k] *= (1.0 - e) / (1.0 - e0)
-                else:
-                    ratio[j, k] *= (1.0 - e * exp_theta[j, k]) / (1.0 - e)
+                        ratio[j, k] *= (1.0 - _E_MAX) / (1.0 - e0)
         if (s + 1) % 8 == 0 or s == S - 1:  # bounded products: no overflow
             log_array(ratio.reshape(-1)[:n_active * K],
                       logs.reshape(-1)[:n_active * K], work)
