@@ -8,6 +8,9 @@ Run from the repository root (needs the Reuters-21578 source files in
     python benchmarks/bench_noisy_or_raw.py --corpora r4long rare \
         --components 50 100 150 --repeat 3 \
         --out benchmarks/results/bench_noisy_or_raw_repeat.json
+    # a large vocabulary (11,929 words, 51 classes; ~9 min)
+    python benchmarks/bench_noisy_or_raw.py --corpora r52 \
+        --components 50 100 150 --out benchmarks/results/bench_noisy_or_raw_r52.json
 
 The bundled Reuters matrices (``skbinvi.datasets.load_reuters``) use our own
 lemmatized vocabulary, and the defaults were chosen on them. This benchmark
@@ -27,6 +30,12 @@ rare
     The 24 single-topic categories outside R8 with at least 10 training and
     5 test documents: 817 training and 282 test documents, about 55 words per
     document, 24 classes.
+r52 (only with ``--corpora``)
+    Every single-topic category with at least one test document (51 of them,
+    the R52 benchmark's documents with a non-empty body) and a large
+    vocabulary: ``CountVectorizer(binary=True, min_df=2,
+    stop_words="english")`` with no ``max_features``, 11,929 words; 5,963
+    training and 2,345 test documents, about 50 words per document.
 
 Default fits of ``NoisyORFactorizer(K, inference=...)`` ("acp", "avi") and
 ``LatentDirichletAllocation(K, learning_method="online")`` side by side, in
@@ -56,11 +65,12 @@ sys.path.insert(0, str(Path(ROOT) / "tools"))
 import build_datasets  # noqa: E402
 from bench_noisy_or import _default_accuracy  # noqa: E402
 
-CORPORA = ("r4long", "r7", "rare")
+CORPORA = ("r4long", "r7", "rare", "r52")
+DEFAULT_CORPORA = ("r4long", "r7", "rare")
 
 
 def raw_corpora(source):
-    """The three corpora: name -> (X_train, y_train, X_test, y_test), binary CSR."""
+    """The corpora: name -> (X_train, y_train, X_test, y_test), binary CSR."""
     from sklearn.feature_extraction.text import CountVectorizer
 
     docs = build_datasets.select_modapte(build_datasets.parse_reuters_sgml(source))
@@ -73,15 +83,19 @@ def raw_corpora(source):
         "r7": r8 - {"earn"},
         "rare": {c for c in n_train
                  if c not in r8 and n_train[c] >= 10 and n_test[c] >= 5},
+        "r52": {c for c in n_train if n_test[c] >= 1},
     }
+    # r52: the whole vocabulary of words in two documents or more
+    vectorizer_options = {"r52": dict(min_df=2, max_features=None)}
     out = {}
     for name, keep in topics.items():
         train = [d for d in single if d["topics"][0] in keep
                  and d["lewissplit"] == "TRAIN"]
         test = [d for d in single if d["topics"][0] in keep
                 and d["lewissplit"] == "TEST"]
-        vectorizer = CountVectorizer(binary=True, min_df=5, max_features=3000,
-                                     stop_words="english")
+        options = dict(min_df=5, max_features=3000)
+        options.update(vectorizer_options.get(name, {}))
+        vectorizer = CountVectorizer(binary=True, stop_words="english", **options)
         X_train = vectorizer.fit_transform([d["body"] for d in train])
         X_test = vectorizer.transform([d["body"] for d in test])
         y_train = np.array([d["topics"][0] for d in train])
@@ -140,7 +154,9 @@ def main(argv=None):
                         help="folder of the Reuters-21578 .sgm.gz files")
     parser.add_argument("--components", type=int, nargs="+", default=[50, 100])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--corpora", nargs="+", choices=CORPORA, default=list(CORPORA))
+    parser.add_argument("--corpora", nargs="+", choices=CORPORA,
+                        default=list(DEFAULT_CORPORA),
+                        help="default: %(default)s (r52 only when named)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="time every fit this many times, the methods taking "
                              "turns, and report the median (the fits are "
