@@ -184,49 +184,6 @@ def softplus_sigmoid(x, value, slope, work):
                                 slope[start:stop], work)
 
 
-@njit(error_model="numpy", fastmath={"contract"})
-def _sigmoid_block(x, out, work):
-    """:func:`sigmoid_array` on at most ``work.shape[1]`` entries."""
-    n = x.shape[0]
-    e_all = work[0]
-    for t in range(n):
-        out[t] = -abs(x[t])
-    _exp_block(out[:n], e_all, work[1:])  # exp(-|x|)
-    for t in range(n):
-        e = e_all[t]
-        xt = x[t]
-        sg = (1.0 if xt >= 0.0 else e) / (1.0 + e)
-        out[t] = sg if xt == xt else xt  # NaN stays NaN
-
-
-@njit(error_model="numpy")
-def sigmoid_array(x, out, work):
-    """``out = sigmoid(x)`` elementwise, vectorized.
-
-    The sigmoid half of :func:`softplus_sigmoid` (the same exp(-|x|), no
-    logarithm): equivalent to ``scipy.special.expit(x)`` to within 2 units
-    in the last place (subnormal results to within the smallest subnormal),
-    NaN stays NaN. Used for the relaxed (binary Concrete) samples of the
-    noisy-OR training kernel, M x K of them per row.
-
-    Parameters
-    ----------
-    x : float64 array of shape (n,)
-    out : float64 array of shape (n,)
-        Output (may not alias ``x``).
-    work : C-contiguous float64 array of shape (3, B)
-        Scratch; the entries are processed B at a time.
-
-    Checked against SciPy in
-    tests/test_math.py::test_softplus_sigmoid_matches_numpy.
-    """
-    n = x.shape[0]
-    block = work.shape[1]
-    for start in range(0, n, block):
-        stop = min(start + block, n)
-        _sigmoid_block(x[start:stop], out[start:stop], work)
-
-
 _LN2 = 0.6931471805599453
 _SQRT2 = 1.4142135623730951
 _TWO54 = 18014398509481984.0

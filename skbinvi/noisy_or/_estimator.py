@@ -17,7 +17,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import gen_batches
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
 from .._base import FIT_LOOP_CONSTRAINTS, BaseVariational
@@ -977,8 +977,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         _SPLIT_EVAL_ROWS _SPLIT_SAMPLES (nnz_per_row + K)), H the last hidden
         layer.
         """
-        if (self.inference != "acp" or self.n_components < 2
-                or self._epoch > _SPLIT_UNTIL * self.max_iter):
+        # (fit and partial_fit reject split_moves=True without "acp")
+        if self.n_components < 2 or self._epoch > _SPLIT_UNTIL * self.max_iter:
             return
         n_samples = X.shape[0]
         K = self.n_components
@@ -1367,14 +1367,15 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         ValueError
             As :meth:`fit`.
         """
+        if self.early_stopping:
+            # the final ELBO covers only the training part of X
+            return self.fit(X, y).transform(X)
         self._keep_final_logits = True
         try:
             self.fit(X, y)
         finally:
             self.__dict__.pop("_keep_final_logits", None)
-        logit_q = self.__dict__.pop("_final_logits", None)
-        if logit_q is None or logit_q.shape[0] != _num_samples(X):
-            return self.transform(X)
+        logit_q = self.__dict__.pop("_final_logits")
         if self.transform_output == "probability":
             return expit(logit_q)
         return logit_q

@@ -37,7 +37,6 @@ from .._math import (
     log_array,
     log_sigmoid,
     sigmoid,
-    sigmoid_array,
     softplus,
     softplus_sigmoid,
 )
@@ -173,6 +172,7 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     prior = np.empty(K)
     softplus_sigmoid(logit_prior, softplus_prior, prior, work)
     softplus_row = np.empty(K)
+    scratch = np.empty((M, K))
     for n in range(B):
         # logistic noise log(U / (1 - U)), vectorized
         for m in range(M):
@@ -193,11 +193,12 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
             q_total[k] += q
         start, stop = indptr[n], indptr[n + 1]
         a = stop - start
-        # the relaxed samples sigmoid((logit q + L) / tau), vectorized
+        # the relaxed samples sigmoid((logit q + L) / tau), vectorized (the
+        # softplus of the same call is not used)
         for m in range(M):
             for k in range(K):
                 odds[m, k] = (logit_q[n, k] + noise[m, k]) * inv_tau
-        sigmoid_array(odds.reshape(-1), zs.reshape(-1), work)
+        softplus_sigmoid(odds.reshape(-1), scratch.reshape(-1), zs.reshape(-1), work)
         for m in range(M):
             for j in range(start, stop):
                 i = indices[j]
