@@ -33,12 +33,10 @@ and 500 images and 5 epochs (the documentation is built in that mode).
 import argparse
 import os
 import time
-import warnings
 
 import matplotlib.pyplot as plt
 import numpy as np
 from scipy.optimize import linear_sum_assignment
-from sklearn.exceptions import ConvergenceWarning
 
 from skbinvi import NoisyORFactorizer
 from skbinvi.datasets import load_binary_mnist, make_multi_mnist
@@ -51,7 +49,6 @@ args, _ = parser.parse_known_args()
 SIZES = [2000, 500] if args.quick else [50000, 8000]
 MAX_ITER = 5 if args.quick else 10
 METHODS = ["acp", "avi", "svi"]
-warnings.filterwarnings("ignore", category=ConvergenceWarning)
 
 digits = load_binary_mnist()
 prototypes = np.array([digits.data[digits.target == c].mean(axis=0) for c in range(10)])

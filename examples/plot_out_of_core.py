@@ -43,7 +43,6 @@ import warnings
 import matplotlib.pyplot as plt
 import numpy as np
 import scipy.sparse as sp
-from sklearn.exceptions import ConvergenceWarning
 
 from skbinvi import NoisyORFactorizer
 from skbinvi.datasets import load_reuters
@@ -56,7 +55,6 @@ args, _ = parser.parse_known_args()
 N_PASSES = 4 if args.quick else 20
 CHUNK_SIZE = 500
 K = 50
-warnings.filterwarnings("ignore", category=ConvergenceWarning)
 
 train = load_reuters(subset="train", text="body")
 test = load_reuters(subset="test", text="body")

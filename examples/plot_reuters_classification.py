@@ -56,14 +56,12 @@ quoted in the text below come from the full run.
 import argparse
 import os
 import time
-import warnings
 
 import matplotlib.pyplot as plt
 import numpy as np
 from joblib import Parallel, delayed
 from scipy.special import expit
 from sklearn.decomposition import LatentDirichletAllocation
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score
 from sklearn.model_selection import GridSearchCV
@@ -96,10 +94,6 @@ parser.add_argument(
 args, _ = parser.parse_known_args()
 QUICK = args.quick
 
-# The models are trained for a fixed number of epochs on purpose (as in the
-# paper), so the ConvergenceWarning raised when ``max_iter`` epochs are reached
-# before the ELBO stops improving is expected and would only clutter the output.
-warnings.filterwarnings("ignore", category=ConvergenceWarning)
 
 if QUICK:
     METHODS = ["acp", "avi"]
@@ -203,7 +197,6 @@ for n in TRAIN_SIZES:
 # its training ELBO (``elbo_``, on the training subset) and the fit time.
 def run_one(n_components, method, n, seed):
     """Fit one pipeline on the first ``n`` training documents of the subset order."""
-    warnings.filterwarnings("ignore", category=ConvergenceWarning)  # in workers too
     idx = subsets[n]
     pipe = make_pipeline(n_components, method, seed)
     tic = time.perf_counter()

@@ -7,7 +7,11 @@ so that the words mean the same thing in every estimator:
 - ``max_iter``: iterations (epochs, sweeps or blocks of sweeps) per run;
 - ``tol`` and ``n_iter_no_change``: a run has converged when the monitored
   ELBO, in nats per sample, has not improved on its best value by more than
-  ``tol`` for ``n_iter_no_change`` consecutive iterations;
+  ``tol`` for ``n_iter_no_change`` consecutive iterations; ``tol=None`` runs
+  a fixed budget of ``max_iter`` iterations with no convergence test (as
+  :class:`~sklearn.linear_model.SGDClassifier` with ``tol=None``), except
+  that early stopping still stops once the held-out ELBO has not improved
+  for ``n_iter_no_change`` iterations;
 - ``n_init``: independent runs, the one with the highest final ELBO is kept;
 - ``warm_start``: ``fit`` continues from the fitted state;
 - ``early_stopping`` and ``validation_fraction``: the monitored ELBO is that of
@@ -48,7 +52,7 @@ class UnusedLatentWarning(UserWarning):
 #: into its ``_parameter_constraints``.
 FIT_LOOP_CONSTRAINTS = {
     "max_iter": [Interval(Integral, 1, None, closed="left")],
-    "tol": [Interval(Real, 0, None, closed="left")],
+    "tol": [Interval(Real, 0, None, closed="left"), None],
     "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
     "n_init": [Interval(Integral, 1, None, closed="left")],
     "warm_start": ["boolean"],
@@ -107,7 +111,8 @@ class BaseVariational(BaseEstimator):
     n_iter_ : int
         Number of iterations of the kept run.
     converged_ : bool
-        Whether the kept run met the ``tol`` rule before ``max_iter``.
+        Whether the kept run met the ``tol`` rule before ``max_iter``; always
+        False with ``tol=None`` and no early stopping (a fixed budget).
     validation_scores_ : ndarray of shape (n_iter_,) or None
         Held-out ELBO after every iteration (nats per sample) when early
         stopping was used, else None.
@@ -239,7 +244,8 @@ class BaseVariational(BaseEstimator):
         -----
         ConvergenceWarning
             If the kept run reached ``max_iter`` without meeting the ``tol``
-            rule.
+            rule. Not with ``tol=None`` and no early stopping: there is no
+            rule to meet.
         """
         warm = self.warm_start and self._is_initialized()
         rng = self.random_state_ if warm else check_random_state(self.random_state)
@@ -270,10 +276,11 @@ class BaseVariational(BaseEstimator):
                     best_elbo, best_state = self.elbo_, self._get_state()
         if best_state is not None:
             self._set_state(best_state)
-        if not self.converged_:
+        if not self.converged_ and self._has_stopping_rule():
+            tol = self._stopping_tol()
             warnings.warn(
                 f"{type(self).__name__}: max_iter={self.max_iter} iterations ran and "
-                f"the ELBO still improved by more than tol={self.tol} nats per "
+                f"the ELBO still improved by more than tol={tol} nats per "
                 f"sample within the last n_iter_no_change={self.n_iter_no_change} "
                 "iterations. Increase max_iter or tol.",
                 ConvergenceWarning,
@@ -282,8 +289,24 @@ class BaseVariational(BaseEstimator):
         self._after_fit(X, y)
         return self
 
+    def _stopping_tol(self):
+        """The tolerance of the stopping rule, or None when there is none.
+
+        ``tol=None`` is a fixed budget of ``max_iter`` iterations, except
+        with early stopping, whose patience rule then uses a tolerance of 0.
+        """
+        if self.tol is None:
+            return 0.0 if self.early_stopping else None
+        return self.tol
+
+    def _has_stopping_rule(self):
+        """Whether a run can end before ``max_iter``: the ``tol`` rule or an
+        estimator's own schedule (:meth:`_run_finished`)."""
+        return self._stopping_tol() is not None or self._run_finished() is not None
+
     def _run(self, X, y, X_val, y_val, rng, init, n_init, start):
         """Up to ``max_iter`` iterations of one run, with the stopping rule."""
+        tol = self._stopping_tol()
         history = list(getattr(self, "elbo_history_", []))
         validation = None
         if X_val is not None:
@@ -307,14 +330,15 @@ class BaseVariational(BaseEstimator):
                 if X_val is not None:
                     msg += f", validation ELBO {monitored:.4f}"
                 self._report(f"{msg}, {time.perf_counter() - start:.2f} s")
-            no_change = 0 if monitored > best + self.tol else no_change + 1
+            if tol is not None:
+                no_change = 0 if monitored > best + tol else no_change + 1
             if monitored > best:
                 best = monitored
                 if X_val is not None:
                     best_state = self._get_state()
             finished = self._run_finished()
             if finished is None:
-                finished = no_change >= self.n_iter_no_change
+                finished = tol is not None and no_change >= self.n_iter_no_change
             if finished:
                 converged = True
                 break
@@ -330,8 +354,13 @@ class BaseVariational(BaseEstimator):
             self.validation_scores_ = None
             self.best_validation_score_ = None
         if self.verbose:
-            state = "converged" if converged else "did not converge"
-            self._report(f"{prefix}{state} after {self.n_iter_} iterations")
+            if converged:
+                state = "converged after"
+            elif tol is None and self._run_finished() is None:
+                state = "no convergence test (tol=None): ran"
+            else:
+                state = "did not converge after"
+            self._report(f"{prefix}{state} {self.n_iter_} iterations")
 
     def _partial_fit_iteration(self, X, y=None):
         """One iteration on validated rows, initializing on the first call.

@@ -9,6 +9,7 @@ and diverges for step > 2.
 
 import pickle
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -108,6 +109,41 @@ def test_convergence_warning_once(data):
         model = ToyGaussianMean(max_iter=2, random_state=0).fit(data)
     assert len(record) == 1
     assert not model.converged_ and model.n_iter_ == 2
+
+
+def test_tol_none_is_a_fixed_budget_without_warning(data, capsys):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = ToyGaussianMean(tol=None, max_iter=40, verbose=1,
+                                random_state=0).fit(data)
+    # the toy run meets tol=1e-8 in fewer iterations (test above); without a
+    # tol it runs them all
+    assert model.n_iter_ == 40 and not model.converged_
+    assert model.elbo_history_.shape == (40,)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == "[ToyGaussianMean] no convergence test (tol=None): ran 40 iterations"
+    assert ToyGaussianMean(random_state=0).fit(data).n_iter_ < 40
+
+
+def test_tol_none_with_early_stopping_keeps_the_patience_rule(data):
+    model = ToyGaussianMean(tol=None, early_stopping=True, n_iter_no_change=3,
+                            max_iter=500, random_state=0).fit(data)
+    assert model.converged_ and model.n_iter_ < 500
+    v = model.validation_scores_
+    # the last 3 values did not improve on the best before them (tolerance 0);
+    # the one before them did
+    assert all(v[i] <= v[:i].max() for i in range(v.size - 3, v.size))
+    assert v[-4] > v[:-4].max()
+    with pytest.warns(ConvergenceWarning, match="tol=0.0"):
+        ToyGaussianMean(tol=None, early_stopping=True, max_iter=2,
+                        random_state=0).fit(data)
+
+
+def test_tol_must_be_non_negative_or_none(data):
+    with pytest.raises(ValueError, match="'tol' parameter"):
+        ToyGaussianMean(tol=-1.0).fit(data)
+    with pytest.raises(ValueError, match="'tol' parameter"):
+        ToyGaussianMean(tol="auto").fit(data)
 
 
 def test_n_init_keeps_the_highest_final_elbo(data):

@@ -1,9 +1,15 @@
 """scikit-learn's common estimator checks on every skbinvi estimator."""
 
+import numpy as np
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skbinvi import LatentFeatureRelational, NoisyORFactorizer
+from skbinvi import (
+    DiversityMixtureOfExperts,
+    LatentFeatureRelational,
+    NoisyORFactorizer,
+    UnusedLatentWarning,
+)
 
 ESTIMATORS = [
     NoisyORFactorizer(n_components=3, hidden_layer_sizes=(8,), max_iter=5,
@@ -70,3 +76,48 @@ def _expected_failed_checks(estimator):
 @parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failed_checks)
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
+
+
+def _tiny_fit_data(estimator):
+    """Small valid training data for each estimator."""
+    from sklearn.datasets import make_classification
+
+    from skbinvi.datasets import make_relational
+
+    if isinstance(estimator, NoisyORFactorizer):
+        return ((np.random.RandomState(0).uniform(size=(60, 12)) < 0.3).astype(float),
+                None)
+    if isinstance(estimator, LatentFeatureRelational):
+        X, y, _ = make_relational(30, 3, random_state=0)
+        return X, y
+    return make_classification(80, 4, n_informative=3, n_redundant=0, random_state=0)
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [NoisyORFactorizer(n_components=3, hidden_layer_sizes=(8,), n_elbo_samples=20),
+     LatentFeatureRelational(n_components=3),
+     DiversityMixtureOfExperts(n_components=2)],
+    ids=lambda e: type(e).__name__,
+)
+def test_tol_none_runs_max_iter_without_convergence_warning(estimator):
+    """tol=None means one thing in every estimator: a fixed budget of max_iter
+    iterations, no convergence test, no ConvergenceWarning."""
+    import warnings
+
+    from sklearn.base import clone
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y = _tiny_fit_data(estimator)
+    model = clone(estimator).set_params(tol=None, max_iter=3, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedLatentWarning)
+        warnings.simplefilter("error", ConvergenceWarning)
+        model.fit(X) if y is None else model.fit(X, y)
+    assert model.n_iter_ == 3 and not model.converged_
+    assert model.elbo_history_.shape == (3,) and np.isfinite(model.elbo_)
+    # with a float tol the same short run warns
+    with pytest.warns(ConvergenceWarning, match="max_iter=3"):
+        warnings.simplefilter("ignore", UnusedLatentWarning)
+        m = clone(model).set_params(tol=1e-12)
+        m.fit(X) if y is None else m.fit(X, y)

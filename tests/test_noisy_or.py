@@ -390,7 +390,13 @@ def test_early_stopping_keeps_best_validation_score(small):
 
 def test_convergence_warning_and_verbose(small, capsys):
     with pytest.warns(ConvergenceWarning, match="max_iter"):
-        NoisyORFactorizer(3, max_iter=1, random_state=0).fit(small)
+        NoisyORFactorizer(3, max_iter=1, tol=1e-3, random_state=0).fit(small)
+    # the default tol=None is a fixed budget of max_iter epochs, as LDA's
+    # passes: no convergence test, no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = NoisyORFactorizer(3, random_state=0).fit(small)
+    assert model.n_iter_ == model.max_iter and not model.converged_
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         NoisyORFactorizer(3, max_iter=2, verbose=1, random_state=0).fit(small)

@@ -127,7 +127,7 @@ def _exercise(estimator, X, y, methods):
     inference=st.sampled_from(["acp", "avi", "svi", "jj"]),
     n_components=st.integers(1, 4),
     learning_rate=st.sampled_from([1e-2, 1e-3, 10.0, 1e3]),
-    tol=st.sampled_from([1e-3, 0.0]),
+    tol=st.sampled_from([None, 1e-3, 0.0]),
     binarize=st.sampled_from([0.0, 0.5, None]),
     n_mc_samples=st.sampled_from([3, 1]),
     batch_size=st.sampled_from(["auto", 1, 7]),

@@ -198,11 +198,15 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         blocks of sweeps for "mcmc" (25 sweeps per block during burn-in and
         sampling, 50 per Monte Carlo EM iteration), which must cover
         ``burn_in``, ``n_em_iter`` and ``n_mcmc_samples * thin``.
-    tol : float, default=1e-3
+    tol : float or None, default=1e-3
         "vi", "pr": a run has converged when the ELBO (nats per sample) has
         not improved on its best value by more than ``tol`` for
-        ``n_iter_no_change`` iterations. Not used by "mcmc", whose run ends
-        when its schedule of sweeps is done.
+        ``n_iter_no_change`` iterations. None: no convergence test, every run
+        takes ``max_iter`` iterations (no ``ConvergenceWarning``; with early
+        stopping the held-out ELBO's patience rule still applies, with a
+        tolerance of 0), and each iteration's inner ascent all
+        ``inner_max_iter`` rounds. Not used by "mcmc", whose run ends when its
+        schedule of sweeps is done.
     n_iter_no_change : int, default=3
         Patience of the ``tol`` rule.
     n_init : int, default=1
@@ -769,7 +773,8 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
             sq = row_norms(X, squared=True)
             cfg, lams, consts = self._objective_config(X.shape[1])
             use_stats = _use_statistics(X, self.n_components, "auto")
-            inner_tol = 0.1 * self.tol * n
+            # tol=None (no tolerance): every one of the inner_max_iter rounds
+            inner_tol = 0.1 * (self._stopping_tol() or 0.0) * n
         for yc, st in zip(self._targets(y), self._states, strict=True):
             if kind == "vmf":
                 total += variational_iteration(X, yc, sq, st, cfg, consts, lams,

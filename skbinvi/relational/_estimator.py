@@ -230,9 +230,12 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     max_iter : int, default=300
         Maximum number of iterations (one update of every q_id, one weight
         step; an epoch of stochastic steps).
-    tol : float >= 0, default=1e-4
+    tol : float >= 0 or None, default=1e-4
         Stop when the true ELBO (nats per pair) has not improved on its best
         by more than ``tol`` for ``n_iter_no_change`` consecutive iterations.
+        None: no convergence test, every run takes ``max_iter`` iterations
+        (no ``ConvergenceWarning``); with early stopping the held-out ELBO's
+        patience rule still applies, with a tolerance of 0.
     n_iter_no_change : int, default=10
         Patience of the ``tol`` rule.
     n_init : int, default=1
