@@ -330,6 +330,30 @@ def test_an_empty_cause_is_reported_even_when_most_are_in_use():
         model._after_fit(sp.csr_matrix(X)[:150], None)
 
 
+def test_partial_fit_does_not_call_a_rare_cause_empty_from_the_chunk_size():
+    """The empty-cause warning needs the training set's size. partial_fit sees
+    a chunk (the out-of-core example's last chunk has 48 of 5,048 rows), and
+    a prior of 0.02 is on in 6 of the 300 rows seen, not empty; before, the
+    chunk's 1 / 20 = 0.05 was the threshold and every such call warned."""
+    X, _ = make_noisy_or(300, 30, 3, density=0.3, random_state=0)
+    model = NoisyORFactorizer(4, random_state=0)
+    for start in range(0, 300, 100):
+        model.partial_fit(X[start:start + 100])
+    model._logit_prior[:] = np.log(0.3 / 0.7)
+    model._logit_prior[0] = np.log(0.02 / 0.98)  # above 0.01: not re-seeded
+    with warnings_as_errors():
+        model.partial_fit(X[:20])
+    assert model.prior_[0] * 20 < 1.0  # what the chunk-size rule called empty
+    # fit on the same 20 rows is trained on them alone: there it is empty
+    model.set_params(warm_start=True, max_iter=1)
+    with pytest.warns(UnusedLatentWarning, match=r"only 3 of 4.*1 / n_samples = 0.05"):
+        model.fit(X[:20])
+    # the more-than-half rule needs no data size and still warns in partial_fit
+    model._logit_prior[:3] = -10.0
+    with pytest.warns(UnusedLatentWarning, match="only 1 of 4 causes"):
+        model.partial_fit(X[:20])
+
+
 class warnings_as_errors:
     def __enter__(self):
         import warnings

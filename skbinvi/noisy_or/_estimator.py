@@ -1414,9 +1414,12 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     def _warn_unused_causes(self, n_samples):
         """Warn when more than half the causes end below a prior of 0.01, or
         when any cause is empty: on in less than one of the ``n_samples``
-        training rows in expectation (prior below 1 / n_samples)."""
+        training rows in expectation (prior below 1 / n_samples). Not the
+        latter in ``partial_fit``: a chunk's rows are not the training set,
+        whose size a stream does not know."""
         n_used = int(np.sum(self.prior_ > _DEAD_PRIOR))
-        n_empty = int(np.sum(self.prior_ * n_samples < 1.0))
+        online = getattr(self, "_online", False)
+        n_empty = 0 if online else int(np.sum(self.prior_ * n_samples < 1.0))
         if n_used < self.n_components / 2:
             self._warn_unused(
                 n_used, self.n_components, "causes", f"prior > {_DEAD_PRIOR}",
@@ -1476,6 +1479,14 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             As :meth:`fit`, and if X does not have ``n_features_in_`` columns.
         AttributeError
             With ``inference="jj"`` (variational EM needs all the data).
+
+        Warns
+        -----
+        skbinvi.UnusedLatentWarning
+            If more than half of the causes are unused (prior below 0.01).
+            Unlike :meth:`fit`, not about causes on in less than one row in
+            expectation: that needs the size of the whole training set, not
+            of the chunk.
         """
         self._check_split_moves()
         first_time = not self._is_initialized()
