@@ -320,7 +320,7 @@ def sparse(args):
     )
     busy = degree >= 10
     matched_busy = np.array(
-        [roc_auc_score(Z[busy, d], q[busy, e]) for d, e in zip(rows, cols)]
+        [roc_auc_score(Z[busy, d], q[busy, e]) for d, e in zip(rows, cols, strict=True)]
     )
     print(
         f"fit {fit_time:.1f} s ({model.n_iter_} epochs), peak memory {peak:.2f} GiB; "

@@ -157,7 +157,7 @@ if da is not None:
             for start in range(0, X_train.shape[0], CHUNK_SIZE)]
     dX = da.concatenate([
         da.from_delayed(dask.delayed(load_dense)(path), shape=(n, n_words), dtype=float)
-        for path, n in zip(paths, rows)
+        for path, n in zip(paths, rows, strict=True)
     ])
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                       dashboard_address=None) as cluster, Client(cluster):

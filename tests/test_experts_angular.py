@@ -201,8 +201,8 @@ def test_compiled_omega_equals_numpy_reference(gamma):
     an antipodal pair. (Not an exactly orthogonal pair: theta = pi/2 is a kink
     where the gradient's side is the sign of a cosine of order 1e-17, which
     the two summation orders round differently.)"""
-    from skbinvi.experts._ascent import _omega_kernel
     from skbinvi.experts._angular import value_and_grad_unchecked
+    from skbinvi.experts._ascent import _omega_kernel
 
     rng = np.random.RandomState(3)
     A = rng.normal(size=(6, 5))

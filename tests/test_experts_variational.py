@@ -440,7 +440,7 @@ def test_gaussian_elbo_non_decreasing_and_accurate(gaussian_fit):
 
 def test_gaussian_elbo_is_below_monte_carlo_elbo(gaussian_fit):
     X, y, res = gaussian_fit
-    sigma, K, p = 2.0, 2, X.shape[1]
+    sigma, K = 2.0, 2
     rng = np.random.RandomState(0)
     vals = []
     for _ in range(400):

@@ -242,7 +242,7 @@ def test_estimator_gradients_finite_differences(inference, activation):
         return est._full_gradients(X, uniforms, tau)[1].sum()
 
     eps = 1e-6
-    for param, grad in zip(est._parameters(), grads):
+    for param, grad in zip(est._parameters(), grads, strict=True):
         assert grad.shape == param.shape
         numeric = np.empty_like(param)
         for idx in np.ndindex(param.shape):

@@ -89,7 +89,7 @@ def test_row_sparse_epochs_match_dense_reference(inference, window, monkeypatch)
         _reference_epoch(slow, X, rng, window)
     # every batch leaves some features inactive, so the delayed rows matter
     assert min(np.unique(X[i:i + 8].indices).size for i in range(0, 56, 8)) < 30
-    for a, b in zip(fast._parameters(), slow._parameters()):
+    for a, b in zip(fast._parameters(), slow._parameters(), strict=True):
         assert_allclose(a, b, rtol=1e-9, atol=1e-12)
     # the column sums kept incrementally equal the exact ones
     assert_allclose(fast._colsum, fast._theta.sum(0), rtol=1e-12)

@@ -106,15 +106,15 @@ from ._ascent import (
 from ._bounds import (
     _LAM_SMALL,
     VMFGammaParams,
-    _objective_rows,
-    _optimal_likelihood_pieces,
-    use_parallel,
     _check_X,
     _check_y,
+    _objective_rows,
+    _optimal_likelihood_pieces,
     gamma_kl,
     likelihood_bound,
     likelihood_pieces_from_moments,
     mabn_expected_log_prior_lower_bound,
+    use_parallel,
 )
 from ._gradients import (
     _chain_moments,

@@ -83,7 +83,7 @@ def forward(X, coefs, intercepts, activation):
     """
     hidden = []
     a = X @ coefs[0]
-    for layer, (coef, intercept) in enumerate(zip(coefs, intercepts)):
+    for layer, (coef, intercept) in enumerate(zip(coefs, intercepts, strict=True)):
         if layer > 0:
             a = hidden[-1] @ coef
         a += intercept

@@ -594,7 +594,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         self.encoder_coefs_, self.encoder_intercepts_ = [], []
         if self.inference in ("svi", "jj"):
             fan_in = sizes = []  # no encoder
-        for a, b in zip(fan_in, sizes):
+        for a, b in zip(fan_in, sizes, strict=True):
             coef, intercept = _encoder.init_layer(a, b, rng)
             self.encoder_coefs_.append(coef)
             self.encoder_intercepts_.append(intercept)
@@ -824,7 +824,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             X, uniforms, temperature, logit_q)
         full = []
         softplus_rows, other_rows = self._row_parameters()
-        for i, (param, grad) in enumerate(zip(self._parameters(), grads)):
+        for i, (param, grad) in enumerate(zip(self._parameters(), grads, strict=True)):
             if i in softplus_rows or i in other_rows:
                 expanded = np.zeros_like(param)
                 expanded[features] = grad

@@ -1026,7 +1026,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         gradient and curvature estimated from the centers' sender pairs
         (:meth:`_weight_system`, :meth:`_newton_weights`).
         """
-        N, R, D = store.n_entities, store.n_relations, self.n_components
+        D = self.n_components
         lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen = self._local_pairs(
             store, centers, rng
         )
