@@ -25,11 +25,14 @@ and ``MLPClassifier``'s early stopping.
 """
 
 import copy
+import inspect
+import os
 import time
 import warnings
 from numbers import Integral, Real
 
 import numpy as np
+import sklearn
 from sklearn.base import BaseEstimator, is_classifier
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
@@ -47,6 +50,27 @@ class UnusedLatentWarning(UserWarning):
     estimator: how many latent variables are in use, by which criterion, and
     the remedy.
     """
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_SKLEARN_DIR = os.path.dirname(os.path.abspath(sklearn.__file__))
+
+
+def _user_stacklevel():
+    """The ``stacklevel`` that makes a warning point at the caller's code.
+
+    Counts the frames from the caller of :func:`warnings.warn` up to the
+    first one outside this package and scikit-learn (whose ``_fit_context``
+    and meta-estimators wrap ``fit``), as pandas' ``find_stack_level`` does;
+    the depth differs between ``fit``, ``partial_fit`` and the estimators.
+    """
+    frame, level = inspect.currentframe(), 0
+    while frame is not None:
+        name = os.path.abspath(frame.f_code.co_filename)
+        if level > 0 and not name.startswith((_PACKAGE_DIR, _SKLEARN_DIR)):
+            break
+        frame, level = frame.f_back, level + 1
+    return max(level, 1)
+
 
 #: Parameter constraints of the fit-loop parameters, merged by every estimator
 #: into its ``_parameter_constraints``.
@@ -211,7 +235,7 @@ class BaseVariational(BaseEstimator):
             f"{type(self).__name__}: only {n_used} of {n_total} {what} are in use "
             f"({criterion}); the others ended unused. {remedy}",
             UnusedLatentWarning,
-            stacklevel=4,
+            stacklevel=_user_stacklevel(),
         )
 
     def _checked_value(self, value, what, iteration):
@@ -284,7 +308,7 @@ class BaseVariational(BaseEstimator):
                 f"sample within the last n_iter_no_change={self.n_iter_no_change} "
                 "iterations. Increase max_iter or tol.",
                 ConvergenceWarning,
-                stacklevel=3,
+                stacklevel=_user_stacklevel(),
             )
         self._after_fit(X, y)
         return self

@@ -354,6 +354,28 @@ def test_partial_fit_does_not_call_a_rare_cause_empty_from_the_chunk_size():
         model.partial_fit(X[:20])
 
 
+def test_warnings_point_at_the_callers_line():
+    """ConvergenceWarning and UnusedLatentWarning name the user's file and
+    line, whether fit is called directly, through a Pipeline (scikit-learn
+    frames in between) or as partial_fit (a different depth)."""
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.pipeline import make_pipeline
+
+    X, _ = make_noisy_or(300, 30, 3, density=0.3, random_state=0)
+    with pytest.warns(ConvergenceWarning) as record:
+        NoisyORFactorizer(2, max_iter=1, tol=1e-3, random_state=0).fit(X)
+    assert record[0].filename == __file__
+    with pytest.warns(ConvergenceWarning) as record:
+        make_pipeline(NoisyORFactorizer(2, max_iter=1, tol=1e-3, random_state=0)).fit(X)
+    assert record[0].filename == __file__
+    # max_iter=2: re-seeding (first half of max_iter epochs) is over
+    model = NoisyORFactorizer(4, max_iter=2, random_state=0).partial_fit(X)
+    model._logit_prior[:3] = -10.0
+    with pytest.warns(UnusedLatentWarning) as record:
+        model.partial_fit(X[:50])
+    assert record[0].filename == __file__
+
+
 class warnings_as_errors:
     def __enter__(self):
         import warnings
