@@ -51,6 +51,7 @@ class UnusedLatentWarning(UserWarning):
     the remedy.
     """
 
+
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _SKLEARN_DIR = os.path.dirname(os.path.abspath(sklearn.__file__))
 
