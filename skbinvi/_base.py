@@ -381,7 +381,7 @@ class BaseVariational(BaseEstimator):
         if self.verbose:
             if converged:
                 state = "converged after"
-            elif tol is None and self._run_finished() is None:
+            elif not self._has_stopping_rule():
                 state = "no convergence test (tol=None): ran"
             else:
                 state = "did not converge after"
