@@ -193,6 +193,12 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     concave function) and mu (closed form). One ``max_iter`` iteration is one
     E-step and one M-step on all the rows; the bound never decreases. It has
     no minibatches, temperature or learning rate, and no ``partial_fit``.
+    Each r update solves a root per cause and active feature, so an
+    iteration costs far more than an epoch of the other methods: on 2,651
+    news articles of 136 distinct words (K = 50) its 10 iterations took
+    728 s against 9 s for a default "acp" fit, with a worse test ELBO
+    (User Guide). It is the paper's baseline, not a method for long
+    documents.
 
     Training follows [1]_ Algorithm 1: minibatches, Adam, ``n_mc_samples``
     binary-Concrete (Gumbel-softmax) relaxed samples of z per row with a
