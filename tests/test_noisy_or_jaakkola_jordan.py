@@ -7,6 +7,7 @@ M-step objective, and synthetic data with known patterns.
 
 import itertools
 
+import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -224,8 +225,74 @@ def test_e_step_sweeps_never_decrease_the_bound(seed):
         previous = out.copy()
 
 
+@pytest.mark.parametrize("extreme", [False, True])
+def test_e_step_is_the_same_on_any_number_of_threads(extreme):
+    """Rows are updated in parallel chunks: 1 thread and all give equal bits."""
+    X, theta, leak, logit_q, logit_prior, r = _problem(
+        3, B=5 * jj._E_STEP_CHUNK + 3, D=30, K=7, extreme=extreme)
+    indptr, indices = _csr(X)
+    results = []
+    for threads in (1, numba.config.NUMBA_NUM_THREADS):
+        state = [logit_q.copy(), r.copy(), np.empty(X.shape[0])]
+        before = numba.get_num_threads()
+        numba.set_num_threads(threads)
+        try:
+            jj.jj_e_step(indptr, indices, theta, leak, theta.sum(0), leak.sum(),
+                         state[0], logit_prior, state[1], 5, 1e-10, state[2])
+        finally:
+            numba.set_num_threads(before)
+        results.append(state)
+    # and row by row, as a batch of one row each
+    one = [logit_q.copy(), r.copy(), np.empty(X.shape[0])]
+    for n in range(X.shape[0]):
+        rows = slice(X.indptr[n], X.indptr[n + 1])
+        Xn = X[n]
+        out = np.empty(1)
+        q_n, r_n = one[0][n:n + 1], one[1][rows]
+        jj.jj_e_step(*_csr(Xn), theta, leak, theta.sum(0), leak.sum(), q_n,
+                     logit_prior, r_n, 5, 1e-10, out)
+        one[0][n], one[1][rows], one[2][n] = q_n[0], r_n, out[0]
+    for a, b in zip(results[0], results[1], strict=True):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(results[0], one, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def _phi(t0, s):
     return _f(t0 + s) - _f(t0) - s / np.expm1(t0 + s)
+
+
+def _psi(t0, s):
+    return -_f(t0 + s) + s / np.expm1(t0 + s)
+
+
+@pytest.mark.parametrize("t0", [1e-3, 1e-2, 0.1, 1.0, 5.0])
+def test_inverse_solves_reach_the_root_in_few_steps(t0):
+    """phi^-1 and psi^-1 of the r update: relative 1e-10 within 12 steps.
+
+    Newton from any start (cold, far below, far above the root) needs 3 to 9
+    steps; the cap of 12 catches a solve that leaves a root it has found
+    (at the root the residual rounds to 0 and the step lands on the bracket
+    end just set, which the safeguard once took for a step out of the
+    bracket: it then expanded by e^3 and bisected back, 30 to 50 steps).
+    """
+    em1 = np.expm1(t0)
+    top = -_f(t0)
+    # each solve on the half of (0, -f(t0)) where _solve_r_entry uses it
+    # (phi for y <= -f(t0) / 2, psi for w < -f(t0) / 2), where s is well
+    # conditioned
+    for frac, start in itertools.product(
+            [1e-6, 1e-3, 0.1, 0.3, 0.5], [-1.0, np.nan, 1e-3, 0.01, 1.0, 10.0]):
+        y = frac * top
+        s = jj._solve_phi(y, t0, em1, start, 12)
+        assert_allclose(jj._phi(s, t0, em1), y, rtol=1e-12)
+        assert_allclose(s, jj._solve_phi(y, t0, em1, -1.0), rtol=1e-12)
+        if frac > 1e-3:  # the NumPy reference cancels for phi ~ s^2 / 2
+            assert_allclose(_phi(t0, s), y, rtol=1e-8)
+        s = jj._solve_psi(y, t0, start, 12)
+        assert_allclose(jj._psi(s, t0), y, rtol=1e-12)
+        assert_allclose(s, jj._solve_psi(y, t0, -1.0), rtol=1e-12)
+        assert_allclose(_psi(t0, s), y, rtol=1e-8)
 
 
 @pytest.mark.parametrize("extreme", [False, True])

@@ -62,11 +62,16 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
+from numba import prange
 from sklearn.utils import Bunch
 
 from .._math import dlog1mexp, kl_bernoulli_logits, log1mexp, sigmoid, softplus_sigmoid
 from .._numba import njit
 from ._kernels import _negative_and_kl
+
+_E_STEP_CHUNK = 16
+"""Rows per parallel task of :func:`jj_e_step` (some rows cost 100 times
+more than others: small chunks keep the threads busy)."""
 
 LEAK_FLOOR = 1e-10
 """Smallest leak theta_i0 at which f(theta_i0) = log(1 - e^-theta_i0) is evaluated."""
@@ -166,7 +171,7 @@ def _psi(s, t0):
 
 
 @njit
-def _solve_phi(y, t0, em1_t0, s_start):
+def _solve_phi(y, t0, em1_t0, s_start, max_iter=100):
     """The s > 0 with phi(s) = y, for 0 < y < -f(t0) (used when y <= psi).
 
     Safeguarded Newton on ``log phi(e^u) - log y`` in u = log s (phi ~ s^2
@@ -181,6 +186,9 @@ def _solve_phi(y, t0, em1_t0, s_start):
         Leak and ``expm1(t0)``.
     s_start : float
         Warm start (ignored if not a positive finite number).
+    max_iter : int, default=100
+        Maximum number of Newton or bracketing steps (about 4 to 9 are
+        needed, whatever the start).
 
     Returns
     -------
@@ -195,7 +203,7 @@ def _solve_phi(y, t0, em1_t0, s_start):
     lo = -math.inf
     hi = math.inf
     ly = math.log(y)
-    for _ in range(100):
+    for _ in range(max_iter):
         s = math.exp(u)
         fp = dlog1mexp(t0 + s)
         ph = _f_shift(s, em1_t0) - s * fp
@@ -212,6 +220,12 @@ def _solve_phi(y, t0, em1_t0, s_start):
             if dg > 0.0:
                 # at most a factor e^3 in s toward an unbounded side
                 u_new = min(max(u - g / dg, u - 3.0), u + 3.0)
+        if abs(u_new - u) <= 1e-13:
+            # converged (checked before the bracket: at the root, g rounds to
+            # 0 and the step lands on the end just set, which is no reason to
+            # leave the root)
+            u = u_new
+            break
         if not (u_new > lo and u_new < hi):
             if lo == -math.inf:
                 u_new = hi - 3.0
@@ -219,15 +233,15 @@ def _solve_phi(y, t0, em1_t0, s_start):
                 u_new = lo + 3.0
             else:
                 u_new = 0.5 * (lo + hi)
-        if abs(u_new - u) <= 1e-13:
-            u = u_new
-            break
+            if abs(u_new - u) <= 1e-13:
+                u = u_new
+                break
         u = u_new
     return math.exp(u)
 
 
 @njit
-def _solve_psi(w, t0, s_start):
+def _solve_psi(w, t0, s_start, max_iter=100):
     """The s > 0 with psi(s) = w, for 0 < w < -f(t0) (used when w < phi).
 
     Safeguarded Newton on ``log psi(s) - log w`` in s (nearly linear for large
@@ -241,6 +255,9 @@ def _solve_psi(w, t0, s_start):
         Leak.
     s_start : float
         Warm start (ignored if not a positive finite number).
+    max_iter : int, default=100
+        Maximum number of Newton or bracketing steps (about 4 to 9 are
+        needed, whatever the start).
 
     Returns
     -------
@@ -255,7 +272,7 @@ def _solve_psi(w, t0, s_start):
     lo = 0.0
     hi = math.inf
     lw = math.log(w)
-    for _ in range(100):
+    for _ in range(max_iter):
         a = t0 + s
         fp = dlog1mexp(a)
         ps = -log1mexp(a) + s * fp
@@ -271,14 +288,17 @@ def _solve_psi(w, t0, s_start):
             dg = -s * fp * (1.0 + fp) / ps
             if dg < 0.0:
                 s_new = min(s - g / dg, 2.0 * s + 10.0)
+        if abs(s_new - s) <= 1e-14 * s:
+            s = s_new  # converged (before the bracket test, as in _solve_phi)
+            break
         if not (s_new > lo and s_new < hi):
             if hi == math.inf:
                 s_new = 2.0 * lo + 1.0
             else:
                 s_new = 0.5 * (lo + hi)
-        if abs(s_new - s) <= 1e-14 * s:
-            s = s_new
-            break
+            if abs(s_new - s) <= 1e-14 * s:
+                s = s_new
+                break
         s = s_new
     return s
 
@@ -738,7 +758,7 @@ def jj_update_r(indptr, indices, theta, leak, logit_q, r, max_iter=200,
                       max_iter, tol)
 
 
-@njit
+@njit(parallel=True)
 def jj_e_step(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
               logit_prior, r, n_inner, tol, out):
     """Variational E-step: coordinate ascent on (q, r) for every row.
@@ -748,7 +768,10 @@ def jj_e_step(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     guarded block maximizations, so B_n never decreases. A row stops after
     ``n_inner`` sweeps, or earlier once a q update gains less than
     ``tol * max(1, |B_n|)`` nats. Cost O(nnz K) per sweep (times the inner
-    iteration counts of the r solve).
+    iteration counts of the r solve). Rows are independent: they are updated
+    in parallel, in chunks of ``_E_STEP_CHUNK`` rows (Numba threads, see
+    ``numba.set_num_threads``), with the same result for any number of
+    threads.
 
     Parameters
     ----------
@@ -770,13 +793,25 @@ def jj_e_step(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     decrease_the_bound (monotone, equal to alternating jj_update_q and
     jj_update_r).
     """
+    n_rows = logit_q.shape[0]
+    for chunk in prange((n_rows + _E_STEP_CHUNK - 1) // _E_STEP_CHUNK):
+        _e_step_rows(chunk * _E_STEP_CHUNK,
+                     min(n_rows, (chunk + 1) * _E_STEP_CHUNK), indptr, indices,
+                     theta, leak, colsum, leak_sum, logit_q, logit_prior, r,
+                     n_inner, tol, out)
+
+
+@njit
+def _e_step_rows(start, stop, indptr, indices, theta, leak, colsum, leak_sum,
+                 logit_q, logit_prior, r, n_inner, tol, out):
+    """:func:`jj_e_step` on rows ``start`` to ``stop - 1``, with its own work space."""
     K = theta.shape[1]
     gain = np.empty(K)
     active_sum = np.empty(K)
     q_row = np.empty(K)
     work = np.empty((4, K))
     rows = _bound_scratch(logit_prior)
-    for n in range(logit_q.shape[0]):
+    for n in range(start, stop):
         previous = -math.inf
         for _ in range(n_inner):
             value = _row_update_q(n, indptr, indices, theta, leak, colsum,
