@@ -302,12 +302,13 @@ class BaseVariational(BaseEstimator):
         if best_state is not None:
             self._set_state(best_state)
         if not self.converged_ and self._has_stopping_rule():
-            tol = self._stopping_tol()
+            tol, scale = self._stopping_tol(), self._tol_scale()
+            per = "" if scale == 1 else f" per problem (the ELBO sums {scale})"
             warnings.warn(
                 f"{type(self).__name__}: max_iter={self.max_iter} iterations ran and "
                 f"the ELBO still improved by more than tol={tol} nats per "
-                f"sample within the last n_iter_no_change={self.n_iter_no_change} "
-                "iterations. Increase max_iter or tol.",
+                f"sample{per} within the last n_iter_no_change="
+                f"{self.n_iter_no_change} iterations. Increase max_iter or tol.",
                 ConvergenceWarning,
                 stacklevel=_user_stacklevel(),
             )
@@ -324,6 +325,14 @@ class BaseVariational(BaseEstimator):
             return 0.0 if self.early_stopping else None
         return self.tol
 
+    def _tol_scale(self):
+        """How many independent problems the monitored ELBO sums (default 1).
+
+        ``tol`` applies to each: a run has converged when the sum has not
+        improved by more than ``tol`` times this number.
+        """
+        return 1
+
     def _has_stopping_rule(self):
         """Whether a run can end before ``max_iter``: the ``tol`` rule or an
         estimator's own schedule (:meth:`_run_finished`)."""
@@ -332,6 +341,8 @@ class BaseVariational(BaseEstimator):
     def _run(self, X, y, X_val, y_val, rng, init, n_init, start):
         """Up to ``max_iter`` iterations of one run, with the stopping rule."""
         tol = self._stopping_tol()
+        if tol is not None:
+            tol = tol * self._tol_scale()
         history = list(getattr(self, "elbo_history_", []))
         validation = None
         if X_val is not None:

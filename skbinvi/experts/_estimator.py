@@ -201,8 +201,11 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
     tol : float or None, default=1e-3
         "vi", "pr": a run has converged when the ELBO (nats per sample) has
         not improved on its best value by more than ``tol`` for
-        ``n_iter_no_change`` iterations. None: no convergence test, every run
-        takes ``max_iter`` iterations (no ``ConvergenceWarning``; with early
+        ``n_iter_no_change`` iterations; with more than two classes the ELBO
+        sums the one-vs-rest problems and ``tol`` applies to each (the sum
+        must improve by more than ``tol`` times the number of classes).
+        None: no convergence test, every run takes ``max_iter`` iterations
+        (no ``ConvergenceWarning``; with early
         stopping the held-out ELBO's patience rule still applies, with a
         tolerance of 0), and each iteration's inner ascent all
         ``inner_max_iter`` rounds. Not used by "mcmc", whose run ends when its
@@ -786,6 +789,10 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
             else:
                 total += self._mcmc_block(X, yc, rng, st)
         return total / n
+
+    def _tol_scale(self):
+        # the ELBO sums the one-vs-rest problems; tol applies to each
+        return len(self._states)
 
     def _run_finished(self):
         if self._kind() != "mcmc":
