@@ -153,7 +153,8 @@ def test_mcvi_reaches_a_higher_true_elbo_than_cavi(synthetic):
 @pytest.mark.parametrize("init", ["random", "spectral"])
 def test_mcvi_true_elbo_rises(synthetic, init):
     X, y, _ = synthetic
-    history = _model("mcvi", "full", max_iter=60, init=init).fit(X, y).elbo_history_
+    history = _model("mcvi", "full", max_iter=60, init=init, tol=None
+                     ).fit(X, y).elbo_history_
     assert history.size == 60
     assert history[-10:].mean() > history[:3].mean() + 0.005
 
