@@ -392,8 +392,8 @@ def _read_triples(folder):
 
 def triples(args):
     """Global model against a degree baseline on folders of triples."""
-    import scipy.sparse as sp
     from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import OneHotEncoder
 
     from skbinvi import LatentFeatureRelational
 
@@ -406,13 +406,12 @@ def triples(args):
         print(f"{name}: {N} entities, {R} relations, {len(y)} ordered triples, "
               f"density {y.mean():.4f}", flush=True)
 
-        def onehot(X, N=N, R=R):
-            n = len(X)
-            cols = np.column_stack([X[:, 0] * R + X[:, 2],
-                                    N * R + X[:, 1] * R + X[:, 2],
-                                    2 * N * R + X[:, 2]]).ravel()
-            return sp.csr_matrix((np.ones(3 * n), (np.repeat(np.arange(n), 3), cols)),
-                                 shape=(n, 2 * N * R + R))
+        # indicators of (sender, relation), (receiver, relation), relation
+        encoder = OneHotEncoder(categories=[range(N * R), range(N * R), range(R)])
+
+        def onehot(X, R=R, encoder=encoder):
+            return encoder.fit_transform(np.column_stack(
+                [X[:, 0] * R + X[:, 2], X[:, 1] * R + X[:, 2], X[:, 2]]))
 
         rows = {}
         for seed in range(args.seeds):

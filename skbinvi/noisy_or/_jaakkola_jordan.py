@@ -220,22 +220,19 @@ def _solve_phi(y, t0, em1_t0, s_start, max_iter=100):
             if dg > 0.0:
                 # at most a factor e^3 in s toward an unbounded side
                 u_new = min(max(u - g / dg, u - 3.0), u + 3.0)
-        if abs(u_new - u) <= 1e-13:
-            # converged (checked before the bracket: at the root, g rounds to
-            # 0 and the step lands on the end just set, which is no reason to
-            # leave the root)
-            u = u_new
-            break
-        if not (u_new > lo and u_new < hi):
+        # a converged step keeps its place even on a bracket end: at the root
+        # g rounds to 0 and the step lands on the end just set, which is no
+        # reason to leave the root
+        if not (abs(u_new - u) <= 1e-13 or (u_new > lo and u_new < hi)):
             if lo == -math.inf:
                 u_new = hi - 3.0
             elif hi == math.inf:
                 u_new = lo + 3.0
             else:
                 u_new = 0.5 * (lo + hi)
-            if abs(u_new - u) <= 1e-13:
-                u = u_new
-                break
+        if abs(u_new - u) <= 1e-13:
+            u = u_new
+            break
         u = u_new
     return math.exp(u)
 
@@ -288,17 +285,15 @@ def _solve_psi(w, t0, s_start, max_iter=100):
             dg = -s * fp * (1.0 + fp) / ps
             if dg < 0.0:
                 s_new = min(s - g / dg, 2.0 * s + 10.0)
-        if abs(s_new - s) <= 1e-14 * s:
-            s = s_new  # converged (before the bracket test, as in _solve_phi)
-            break
-        if not (s_new > lo and s_new < hi):
+        # a converged step keeps its place even on a bracket end (_solve_phi)
+        if not (abs(s_new - s) <= 1e-14 * s or (s_new > lo and s_new < hi)):
             if hi == math.inf:
                 s_new = 2.0 * lo + 1.0
             else:
                 s_new = 0.5 * (lo + hi)
-            if abs(s_new - s) <= 1e-14 * s:
-                s = s_new
-                break
+        if abs(s_new - s) <= 1e-14 * s:
+            s = s_new
+            break
         s = s_new
     return s
 
