@@ -333,6 +333,19 @@ class BaseVariational(BaseEstimator):
         """
         return 1
 
+    def _plateau_band(self, best):
+        """How far below its best the training ELBO may lie and count as a plateau.
+
+        The ``tol`` rule counts an iteration towards ``n_iter_no_change``
+        when the ELBO does not exceed its best by more than ``tol`` and lies
+        within this band below it; a value further below resets the count,
+        as the run is still moving (a transient fall it may recover from),
+        not converged. Default infinite: every iteration that does not
+        improve counts, as in :class:`~sklearn.neural_network.MLPClassifier`.
+        Not used with early stopping, whose held-out ELBO may fall for good.
+        """
+        return np.inf
+
     def _has_stopping_rule(self):
         """Whether a run can end before ``max_iter``: the ``tol`` rule or an
         estimator's own schedule (:meth:`_run_finished`)."""
@@ -367,7 +380,12 @@ class BaseVariational(BaseEstimator):
                     msg += f", validation ELBO {monitored:.4f}"
                 self._report(f"{msg}, {time.perf_counter() - start:.2f} s")
             if tol is not None:
-                no_change = 0 if monitored > best + tol else no_change + 1
+                if monitored > best + tol or (
+                    X_val is None and monitored < best - self._plateau_band(best)
+                ):
+                    no_change = 0  # improving, or fallen far below: moving
+                else:
+                    no_change += 1
             if monitored > best:
                 best = monitored
                 if X_val is not None:

@@ -237,3 +237,40 @@ def test_unused_latent_warning_text(data):
                       r"causes are in use \(prior > 0\.01\); the others ended "
                       r"unused\. Lower n_components\.$"):
         model._warn_unused(1, 4, "causes", "prior > 0.01", "Lower n_components.")
+
+
+class ToyWithAFall(ToyGaussianMean):
+    """The toy run, thrown far from the posterior mean at its 3rd iteration
+    (as a transient fall of a Jacobi step), from which it recovers."""
+
+    band = np.inf
+
+    def _iterate(self, X, y, rng):
+        if self.elbo_history_size() == 2:
+            self.m_ += 50.0
+        return super()._iterate(X, y, rng)
+
+    def elbo_history_size(self):
+        self._calls = getattr(self, "_calls", 0) + 1
+        return self._calls - 1
+
+    def _plateau_band(self, best):
+        return self.band * abs(best)
+
+
+def test_a_fall_below_the_plateau_band_restarts_the_patience(data):
+    # default band (infinite): the patience runs out during the fall and the
+    # run ends "converged" far below its best, as MLPClassifier's rule would
+    kw = dict(tol=1e-8, n_iter_no_change=3, random_state=0)
+    plain = ToyWithAFall(**kw).fit(data)
+    h = plain.elbo_history_
+    assert plain.converged_ and h[-1] < h.max() - 1.0
+    # a finite band: falls beyond it restart the count, so the run goes on
+    # until it is back on the plateau
+    banded = ToyWithAFall(**kw)
+    banded.band = 0.1
+    banded.fit(data)
+    h = banded.elbo_history_
+    assert banded.converged_ and banded.n_iter_ > plain.n_iter_
+    assert h[-1] == pytest.approx(h.max(), abs=1e-6)
+    assert banded.m_ == pytest.approx(data.sum() / (data.size + 1), abs=1e-3)

@@ -25,6 +25,9 @@ _MAX_LOGIT = _kernels.MAX_LOGIT
 _ID_SLACK = 100_000
 # A feature is "unused" when no entity has it with probability above 1/2.
 _DEAD_FEATURE = 0.5
+# share of |best ELBO| below the best beyond which a full-sweep iteration
+# restarts the patience of the tol rule (see _plateau_band)
+_PLATEAU_FRACTION = 0.1
 
 
 class _Pairs:
@@ -233,9 +236,13 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     tol : float >= 0 or None, default=1e-4
         Stop when the true ELBO (nats per pair) has not improved on its best
         by more than ``tol`` for ``n_iter_no_change`` consecutive iterations.
-        None: no convergence test, every run takes ``max_iter`` iterations
-        (no ``ConvergenceWarning``); with early stopping the held-out ELBO's
-        patience rule still applies, with a tolerance of 0.
+        With full sweeps (``batch_size=None``), an iteration whose ELBO lies
+        more than 10% (of its magnitude) below the best restarts the count:
+        the simultaneous updates of all features can fall far and recover,
+        and such a run is moving, not converged. None: no convergence test,
+        every run takes ``max_iter`` iterations (no ``ConvergenceWarning``);
+        with early stopping the held-out ELBO's patience rule still applies,
+        with a tolerance of 0.
     n_iter_no_change : int, default=10
         Patience of the ``tol`` rule.
     n_init : int, default=1
@@ -1251,6 +1258,20 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
 
     def _divergence_hint(self):
         return "Check the input, or raise alpha or learning_offset."
+
+    def _plateau_band(self, best):
+        # Full sweeps move every logit at once (a Jacobi step), which is not
+        # an ascent step when features are strongly coupled: on Nations
+        # (14 entities, 55 relations, D = 20) the ELBO fell from -0.19 to -149
+        # nats per pair in one iteration, the patience rule then stopped the
+        # run 10 iterations later at -8.5 (held-out AUC 0.55), while the same
+        # run recovers to -0.045 (AUC 0.83) when let go on. At the end of
+        # runs that converge the ELBO stays within 3% of its best (kinship,
+        # every relation, "mcvi" and "score"). Stochastic steps fluctuate
+        # more: there every non-improving iteration counts.
+        if self._stochastic:
+            return np.inf
+        return _PLATEAU_FRACTION * abs(best)
 
     def _get_state(self):
         data = {k: self.__dict__.pop(k) for k in ("_cache", "_store") if k in
