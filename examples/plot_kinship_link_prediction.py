@@ -26,8 +26,8 @@ the other 80% (each direction one observation), with D = 10 features and
 (AUC) of the held-out ordered pairs. The true ELBO is the same objective for
 the three methods (``elbo``, nats per training pair, with the same common
 random numbers). The three methods use the diagonal (symmetric) weights of
-the paper, which ``"cavi"`` requires; the full-weight, multi-relational
-protocol of Miller et al. is in ``plot_kinship_miller.py``.
+the paper; the full-weight, multi-relational protocol of Miller et al. is
+in ``plot_kinship_miller.py``.
 
 Run ``python plot_kinship_link_prediction.py --quick`` for one seed and fewer
 iterations (the documentation is built in that mode); the figure is saved to

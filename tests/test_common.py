@@ -23,9 +23,10 @@ ESTIMATORS = [
 ] + [
     LatentFeatureRelational(n_components=3, inference="mcvi", max_iter=5,
                             random_state=0),
-    # cavi supports diagonal weights only (the default "full" raises in fit)
     LatentFeatureRelational(n_components=3, inference="cavi", weights="diagonal",
                             max_iter=5, random_state=0),
+    LatentFeatureRelational(n_components=3, inference="cavi", max_iter=5,
+                            random_state=0),
     LatentFeatureRelational(n_components=3, inference="score", max_iter=5,
                             random_state=0),
 ]

@@ -57,7 +57,8 @@ def _matched_correlation(q, Z):
 
 # ------------------------------------------------------------------ recovery
 @pytest.mark.parametrize(
-    "inference, weights", [("mcvi", "diagonal"), ("mcvi", "full"), ("cavi", "diagonal")]
+    "inference, weights",
+    [("mcvi", "diagonal"), ("mcvi", "full"), ("cavi", "diagonal"), ("cavi", "full")],
 )
 @pytest.mark.slow
 def test_held_out_links_recovered_on_data_with_known_truth(inference, weights):
@@ -80,9 +81,10 @@ def test_held_out_links_recovered_on_data_with_known_truth(inference, weights):
         assert _matched_correlation(model.latent_features_, truth.latent_features) > 0.8
 
 
-@pytest.mark.slow
-def test_directed_network_the_diagonal_model_cannot_fit():
-    """Feature d sends links to feature d + 1 (a cycle): only a full W expresses it."""
+def _directed_cycle():
+    """Feature d sends links to feature d + 1 (D = 3, a cycle), 80 entities,
+    every ordered pair; returns X, y, train and test rows, and the held-out
+    AUC of the true probabilities."""
     D = 3
     W = -1.0 * np.ones((D, D))
     for d in range(D):
@@ -91,7 +93,13 @@ def test_directed_network_the_diagonal_model_cannot_fit():
         80, D, density=0.35, directed=True, weights=W, intercept=-0.5, random_state=1
     )
     train, test = train_test_split(np.arange(len(y)), test_size=0.2, random_state=0)
-    oracle = roc_auc_score(y[test], truth.link_probability[test])
+    return X, y, train, test, roc_auc_score(y[test], truth.link_probability[test])
+
+
+@pytest.mark.slow
+def test_directed_network_the_diagonal_model_cannot_fit():
+    """Feature d sends links to feature d + 1 (a cycle): only a full W expresses it."""
+    X, y, train, test, oracle = _directed_cycle()
     aucs = {}
     for weights in ("diagonal", "full"):
         model = _model("mcvi", weights, max_iter=100, n_init=2).fit(X[train], y[train])
@@ -102,6 +110,20 @@ def test_directed_network_the_diagonal_model_cannot_fit():
     assert not np.allclose(
         model.predict_proba(X[:50]), model.predict_proba(X[:50, ::-1])
     )
+
+
+def test_cavi_with_full_weights_fits_a_directed_network():
+    """Coordinate ascent with a full W (the update derived in the User Guide)
+    fits the directed cycle that the diagonal form cannot, within the gap its
+    looser bound leaves to the true probabilities (measured 0.829 against
+    0.887; diagonal 0.670)."""
+    X, y, train, test, oracle = _directed_cycle()
+    aucs = {}
+    for weights in ("diagonal", "full"):
+        model = _model("cavi", weights, max_iter=100).fit(X[train], y[train])
+        aucs[weights] = roc_auc_score(y[test], model.decision_function(X[test]))
+    assert aucs["full"] > oracle - 0.08, (aucs, oracle)
+    assert aucs["diagonal"] < aucs["full"] - 0.1, (aucs, oracle)
 
 
 @pytest.mark.slow
@@ -254,8 +276,6 @@ def test_kinship_one_relation_every_method():
 @pytest.mark.parametrize("inference", METHODS)
 @pytest.mark.parametrize("weights", ["diagonal", "full"])
 def test_outputs_shapes_and_consistency(synthetic, inference, weights):
-    if inference == "cavi" and weights == "full":
-        pytest.skip("cavi needs diagonal weights")
     X, y, _ = synthetic
     model = _model(inference, weights, max_iter=10).fit(X, y)
     D, N = 3, 60
@@ -541,8 +561,6 @@ def test_bad_input_in_predict_and_explicit_n_entities(synthetic):
         LatentFeatureRelational().fit(
             np.array([["a", "b"], ["c", "d"]], dtype=object), [0, 1]
         )
-    with pytest.raises(ValueError, match="cavi.*diagonal"):
-        LatentFeatureRelational(2, inference="cavi", weights="full").fit(X, y)
 
 
 @pytest.mark.parametrize(

@@ -404,40 +404,53 @@ def _truncated_means(x, m):
 
 def _bound(P, q, mu):
     return _kernels.augmented_bound(
-        P["snd"], P["rcv"], P["rel"], P["x"], q, P["b"], P["W"], True, mu, P["rho"]
+        P["snd"], P["rcv"], P["rel"], P["x"], q, P["b"], P["W"], P["diag"], mu,
+        P["rho"],
     )
 
 
-def test_augmented_bound_below_true_elbo_and_tight_location():
-    P = _problem(seed=12, N=5, D=2, R=2, diag=True)
+def _sweep(P, inc, q, mean_y, m):
+    """The cavi sweep of P's weight form, in place."""
+    if P["diag"]:
+        _kernels.cavi_sweep(
+            *inc, P["rel"], q, np.log(0.4 / 0.6), P["b"], P["W"], mean_y, m
+        )
+    else:
+        _kernels.cavi_sweep_full(
+            *inc, P["snd"], P["rel"], q, np.log(0.4 / 0.6), P["b"], P["W"], mean_y, m
+        )
+
+
+@pytest.mark.parametrize("diag", FORMS)
+def test_augmented_bound_below_true_elbo_and_tight_location(diag):
+    P = _problem(seed=12, N=5, D=2, R=2, diag=diag)
     n = P["snd"].size
     m = np.empty(n)
-    _kernels.pair_means(P["snd"], P["rcv"], P["rel"], P["q"], P["b"], P["W"], True, m)
+    _kernels.pair_means(P["snd"], P["rcv"], P["rel"], P["q"], P["b"], P["W"], diag, m)
     at_m = _bound(P, P["q"], m)
     assert at_m <= _exact_elbo(P) + 1e-9
     assert _bound(P, P["q"], m + 0.3) < at_m
 
 
-def test_cavi_sweeps_and_weight_steps_never_decrease_the_augmented_bound():
+@pytest.mark.parametrize("diag", FORMS)
+def test_cavi_sweeps_and_weight_steps_never_decrease_the_augmented_bound(diag):
     """B(q, w, mu): the sweep (mu fixed), the weight step (mu fixed) and the new
     optimal location mu = E_q[eta] each never decrease it."""
-    P = _problem(seed=13, N=8, D=3, R=2, diag=True, pairs=0.7)
+    P = _problem(seed=13, N=8, D=3, R=2, diag=diag, pairs=0.7)
     q = P["q"].copy()
     inc = _kernels.incidence(P["snd"], P["rcv"], 8)
     R, D = 2, 3
     m = np.empty(P["snd"].size)
-    _kernels.pair_means(P["snd"], P["rcv"], P["rel"], q, P["b"], P["W"], True, m)
+    _kernels.pair_means(P["snd"], P["rcv"], P["rel"], q, P["b"], P["W"], diag, m)
     values = []
     for _ in range(6):
         mu = m.copy()  # q(y) at its optimal location, then held fixed
         mean_y = _truncated_means(P["x"], mu)
         values.append(_bound(P, q, mu))
-        _kernels.cavi_sweep(
-            *inc, P["rel"], q, np.log(0.4 / 0.6), P["b"], P["W"], mean_y, m
-        )
+        _sweep(P, inc, q, mean_y, m)
         check = np.empty_like(m)
         _kernels.pair_means(
-            P["snd"], P["rcv"], P["rel"], q, P["b"], P["W"], True, check
+            P["snd"], P["rcv"], P["rel"], q, P["b"], P["W"], diag, check
         )
         assert_allclose(m, check, rtol=1e-10, atol=1e-12)  # kept up to date
         values.append(_bound(P, q, mu))
@@ -445,37 +458,45 @@ def test_cavi_sweeps_and_weight_steps_never_decrease_the_augmented_bound():
         _kernels.augmented_weight_rhs(
             P["snd"], P["rcv"], P["rel"], q, mean_y, rhs0, rhsW
         )
-        A = _kernels.weight_system(P["snd"], P["rcv"], P["rel"], q, R, True, None)
+        A = _kernels.weight_system(
+            P["snd"], P["rcv"], P["rel"], q, R, diag, None if diag else P["keys"][0]
+        )
         b, W = P["b"].copy(), P["W"].copy()
-        _kernels.solve_weights(A, rhs0, rhsW, 0.0, True, b, W)
+        _kernels.solve_weights(A, rhs0, rhsW, 0.0, diag, b, W)
         P["b"], P["W"] = b, W
         values.append(_bound(P, q, mu))
-        _kernels.pair_means(P["snd"], P["rcv"], P["rel"], q, P["b"], P["W"], True, m)
+        _kernels.pair_means(P["snd"], P["rcv"], P["rel"], q, P["b"], P["W"], diag, m)
     values.append(_bound(P, q, m))
     assert np.all(np.diff(values) >= -1e-9 * np.abs(values[1:])), values
     assert values[-1] > values[0] + 0.1
 
 
-def test_cavi_update_is_the_coordinate_maximizer():
-    """The first update of a sweep (i = 0, d = 0) maximizes B over q_00 on a grid."""
-    P = _problem(seed=14, N=6, D=2, R=2, diag=True)
+@pytest.mark.parametrize("diag", FORMS)
+@pytest.mark.parametrize("entity, feature", [(0, 0), (3, 1), (5, 2)])
+def test_cavi_update_is_the_coordinate_maximizer(diag, entity, feature):
+    """Every update of a sweep maximizes B over its q_id on a grid, given the
+    q the sweep has reached: the updates before it applied, those after it not."""
+    P = _problem(seed=14, N=6, D=3, R=2, diag=diag)
     q = P["q"].copy()
     m = np.empty(P["snd"].size)
-    _kernels.pair_means(P["snd"], P["rcv"], P["rel"], q, P["b"], P["W"], True, m)
+    _kernels.pair_means(P["snd"], P["rcv"], P["rel"], q, P["b"], P["W"], diag, m)
     mu = m.copy()
     mean_y = _truncated_means(P["x"], mu)
     inc = _kernels.incidence(P["snd"], P["rcv"], 6)
     swept = q.copy()
-    _kernels.cavi_sweep(
-        *inc, P["rel"], swept, np.log(0.4 / 0.6), P["b"], P["W"], mean_y, m.copy()
-    )
+    _sweep(P, inc, swept, mean_y, m.copy())
+    # the state just before the update of (entity, feature)
+    before = q.copy()
+    order = [(i, d) for i in range(6) for d in range(3)]
+    for i, d in order[: order.index((entity, feature))]:
+        before[i, d] = swept[i, d]
     grid = np.linspace(0.001, 0.999, 999)
     values = []
     for v in grid:
-        moved = q.copy()
-        moved[0, 0] = v
+        moved = before.copy()
+        moved[entity, feature] = v
         values.append(_bound(P, moved, mu))
-    assert abs(grid[int(np.argmax(values))] - swept[0, 0]) < 2e-3
+    assert abs(grid[int(np.argmax(values))] - swept[entity, feature]) < 2e-3
 
 
 def test_truncated_normal_mean_matches_scipy():

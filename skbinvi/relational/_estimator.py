@@ -141,10 +141,10 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
       ELBO, its right-hand side estimated with the same samples, damped with
       the same step size :math:`r_t`.
     - ``inference="cavi"`` (data-augmented coordinate ascent, [1]_ A.2-A.4,
-      [4]_; diagonal weights only): truncated-normal q(y), a sweep of
-      closed-form updates of q (the supplement's A.4 with its two typos
-      corrected, see the User Guide) and the exact weight step, each
-      maximizing the looser augmented bound.
+      [4]_): truncated-normal q(y), a sweep of closed-form updates of q
+      (the supplement's A.4 with its two typos corrected for diagonal W,
+      its extension to a full W derived in the User Guide) and the exact
+      weight step, each maximizing the looser augmented bound.
     - ``inference="score"`` (baseline): Rao-Blackwellized score-function
       gradient of the true ELBO with a control variate, natural-gradient
       steps of size :math:`r_t`; weights as for "mcvi".
@@ -169,7 +169,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         "diagonal" (D weights, symmetric: [1]_). "full" is the default: it
         measured better on every directed data set tried (User Guide).
     inference : {"mcvi", "cavi", "score"}, default="mcvi"
-        Inference method (see above); "cavi" needs ``weights="diagonal"``.
+        Inference method (see above).
     init : {"auto", "spectral", "nmf", "random"}, default="auto"
         Start of q. "spectral": k-means clusters of the truncated SVD of the
         entities' out-, in- and either-way links in every relation (an
@@ -316,6 +316,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     most S P (2 D + 1) evaluations of log Phi (P pairs, K distinct
     (entity, relation) pairs, S = ``n_mc_samples``), plus the weight step,
     O(P D^2 + K D^4) for full W; memory O(P + S N D + R D^4), never N x N.
+    A "cavi" sweep costs O(P D) (diagonal) or O(P D^2) (full), plus the
+    same weight step.
 
     References
     ----------
@@ -558,7 +560,6 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             ids so sparse that memory would follow the largest id rather than
             the data (the message says how to remap them), or self-pairs; if y
             is None, continuous or does not hold exactly two classes; if
-            ``inference="cavi"`` is combined with ``weights="full"``; if
             training diverges.
 
         Warns
@@ -612,11 +613,6 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
 
     def _check_modes(self):
         """Refuse combinations of parameters that have no algorithm."""
-        if self.inference == "cavi" and self.weights == "full":
-            raise ValueError(
-                "inference='cavi' supports weights='diagonal' only; use "
-                "inference='mcvi' (or 'score') for full weight matrices."
-            )
         stochastic = self.unlisted_pairs == "nonlinks" or isinstance(
             self.batch_size, Integral
         )
@@ -903,12 +899,19 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             P = pairs.x.size
             m, mean_y = np.empty(P), np.empty(P)
             _kernels.pair_means(
-                pairs.snd, pairs.rcv, pairs.rel, q, self._b, self._W, True, m
+                pairs.snd, pairs.rcv, pairs.rel, q, self._b, self._W, self._diag, m
             )
             _kernels.truncated_normal_means(pairs.x, m, mean_y)
-            _kernels.cavi_sweep(
-                *pairs.incidence(), pairs.rel, q, logit_rho, self._b, self._W, mean_y, m
-            )
+            if self._diag:
+                _kernels.cavi_sweep(
+                    *pairs.incidence(), pairs.rel, q, logit_rho, self._b, self._W,
+                    mean_y, m,
+                )
+            else:
+                _kernels.cavi_sweep_full(
+                    *pairs.incidence(), pairs.snd, pairs.rel, q, logit_rho, self._b,
+                    self._W, mean_y, m,
+                )
             R = self._W.shape[0]
             rhs0, rhsW = np.empty(R), np.empty((R, D, D))
             _kernels.augmented_weight_rhs(
