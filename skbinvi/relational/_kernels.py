@@ -418,6 +418,14 @@ def cavi_sweep_full(
     m : float64 array of shape (P,), pair means, updated in place.
     """
     N, D = q.shape
+    R = W.shape[0]
+    # the weights seen from a receiver: W_r^T, so every pair reads rows of
+    # one matrix (Ws[r] for a sender, Wt[r] for a receiver)
+    Wt = np.empty_like(W)
+    for r in range(R):
+        for d in range(D):
+            for e in range(D):
+                Wt[r, d, e] = W[r, e, d]
     max_degree = 0
     for i in range(N):
         max_degree = max(max_degree, inc_indptr[i + 1] - inc_indptr[i])
@@ -427,18 +435,13 @@ def cavi_sweep_full(
         lo, hi = inc_indptr[i], inc_indptr[i + 1]
         for k in range(lo, hi):
             p, j = inc_pair[k], inc_other[k]
-            r = rel[p]
-            sends = snd[p] == i
+            Wr = W[rel[p]] if snd[p] == i else Wt[rel[p]]
             for d in range(D):
                 a = 0.0
                 u = 0.0
                 for e in range(D):
-                    if sends:
-                        a += W[r, d, e] * q[j, e]
-                        u += W[r, e, d] * q[i, e]
-                    else:
-                        a += W[r, e, d] * q[j, e]
-                        u += W[r, d, e] * q[i, e]
+                    a += Wr[d, e] * q[j, e]
+                    u += Wr[e, d] * q[i, e]
                 abar[k - lo, d] = a
                 scaled[k - lo, d] = q[j, d] * (1.0 - q[j, d]) * u
         for d in range(D):
@@ -446,13 +449,12 @@ def cavi_sweep_full(
             field = 0.0
             for k in range(lo, hi):
                 p, j = inc_pair[k], inc_other[k]
-                r = rel[p]
-                sends = snd[p] == i
+                Wr = W[rel[p]] if snd[p] == i else Wt[rel[p]]
                 ad = abar[k - lo, d]
                 hdd = 0.0
                 hq = 0.0  # sum_d' q_id' H[d', d], d' = d included
                 for e in range(D):
-                    w = W[r, d, e] if sends else W[r, e, d]
+                    w = Wr[d, e]
                     hdd += w * w * q[j, e] * (1.0 - q[j, e])
                     hq += w * scaled[k - lo, e]
                 field += (
@@ -467,12 +469,11 @@ def cavi_sweep_full(
             if delta != 0.0:
                 for k in range(lo, hi):
                     p, j = inc_pair[k], inc_other[k]
-                    r = rel[p]
-                    sends = snd[p] == i
+                    Wr = W[rel[p]] if snd[p] == i else Wt[rel[p]]
                     m[p] += delta * abar[k - lo, d]
                     for e in range(D):
-                        w = W[r, d, e] if sends else W[r, e, d]
-                        scaled[k - lo, e] += delta * w * q[j, e] * (1.0 - q[j, e])
+                        v = q[j, e] * (1.0 - q[j, e])
+                        scaled[k - lo, e] += delta * Wr[d, e] * v
                 q[i, d] = new
 
 
