@@ -56,6 +56,16 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _SKLEARN_DIR = os.path.dirname(os.path.abspath(sklearn.__file__))
 
 
+def _same_value(a, b):
+    """Whether two parameter values are equal (sequences compared as tuples)."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return tuple(a) == tuple(b)
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # arrays or objects without a truth value
+        return a is b
+
+
 def _user_stacklevel():
     """The ``stacklevel`` that makes a warning point at the caller's code.
 
@@ -140,7 +150,9 @@ class BaseVariational(BaseEstimator):
         False with ``tol=None`` and no early stopping (a fixed budget).
     validation_scores_ : ndarray of shape (n_iter_,) or None
         Held-out ELBO after every iteration (nats per sample) when early
-        stopping was used, else None.
+        stopping was used, else None; NaN for the iterations that had no
+        held-out score (``partial_fit`` calls, and the iterations of a
+        ``warm_start`` history before early stopping was switched on).
     best_validation_score_ : float or None
         Best value of ``validation_scores_``, else None.
     """
@@ -184,6 +196,46 @@ class BaseVariational(BaseEstimator):
 
     def _set_state(self, state):
         vars(self).update(state)
+
+    # Parameters that fix the shapes of the fitted state (the number of
+    # latent variables, the form of the weights, the inference method). A
+    # fitted model records them, and a later ``set_params`` of one of them
+    # is an error until the next fresh fit, rather than arrays of one shape
+    # read with another.
+    _structural_params = ()
+
+    def _record_structure(self):
+        self._fitted_structure = {
+            name: getattr(self, name) for name in self._structural_params
+        }
+
+    def _same_structure(self, name, now, fitted):
+        """Whether the value ``now`` of a structural parameter fits a model
+        fitted with ``fitted`` (default: equal values)."""
+        return _same_value(now, fitted)
+
+    def _check_structure(self, remedy):
+        """Raise ValueError if a structural parameter changed since the fit."""
+        fitted = getattr(self, "_fitted_structure", {})
+        changed = [name for name, value in fitted.items()
+                   if not self._same_structure(name, getattr(self, name), value)]
+        if changed:
+            then = ", ".join(f"{name}={fitted[name]!r}" for name in changed)
+            now = ", ".join(f"{name}={getattr(self, name)!r}" for name in changed)
+            raise ValueError(
+                f"{type(self).__name__} was fitted with {then} but now has {now}: "
+                f"these parameters fix the shapes of the fitted model; {remedy}"
+            )
+
+    def _check_warm_structure(self):
+        """Before a ``warm_start`` fit: the structural parameters unchanged."""
+        self._check_structure("warm_start=True continues the fitted model: set "
+                              "warm_start=False to fit anew, or set them back.")
+
+    def _check_fitted(self):
+        """``check_is_fitted``, and the structural parameters unchanged since."""
+        check_is_fitted(self)
+        self._check_structure("fit the model again, or set them back.")
 
     # ----------------------------------------------------------- helpers
     def _is_initialized(self):
@@ -273,6 +325,8 @@ class BaseVariational(BaseEstimator):
             rule to meet.
         """
         warm = self.warm_start and self._is_initialized()
+        if warm:
+            self._check_warm_structure()
         rng = self.random_state_ if warm else check_random_state(self.random_state)
         X_val = y_val = None
         if self.early_stopping:
@@ -287,6 +341,7 @@ class BaseVariational(BaseEstimator):
                         delattr(self, name)
                 self.random_state_ = rng
                 self._initialize(X, y, rng)
+                self._record_structure()
             self._run(X, y, X_val, y_val, rng, init, n_init, start)
             self.elbo_ = self._checked_value(
                 self._elbo_per_sample(X, y), "final ELBO", self.n_iter_
@@ -302,18 +357,20 @@ class BaseVariational(BaseEstimator):
         if best_state is not None:
             self._set_state(best_state)
         if not self.converged_ and self._has_stopping_rule():
-            tol, scale = self._stopping_tol(), self._tol_scale()
-            per = "" if scale == 1 else f" per problem (the ELBO sums {scale})"
-            warnings.warn(
-                f"{type(self).__name__}: max_iter={self.max_iter} iterations ran and "
-                f"the ELBO still improved by more than tol={tol} nats per "
-                f"sample{per} within the last n_iter_no_change="
-                f"{self.n_iter_no_change} iterations. Increase max_iter or tol.",
-                ConvergenceWarning,
-                stacklevel=_user_stacklevel(),
-            )
+            warnings.warn(self._not_converged_message(), ConvergenceWarning,
+                          stacklevel=_user_stacklevel())
         self._after_fit(X, y)
         return self
+
+    def _not_converged_message(self):
+        """The text of the ConvergenceWarning of a run that reached max_iter."""
+        tol, scale = self._stopping_tol(), self._tol_scale()
+        per = "" if scale == 1 else f" per problem (the ELBO sums {scale})"
+        return (
+            f"{type(self).__name__}: max_iter={self.max_iter} iterations ran and "
+            f"the ELBO still improved by more than tol={tol} nats per "
+            f"sample{per} within the last n_iter_no_change="
+            f"{self.n_iter_no_change} iterations. Increase max_iter or tol.")
 
     def _stopping_tol(self):
         """The tolerance of the stopping rule, or None when there is none.
@@ -361,6 +418,8 @@ class BaseVariational(BaseEstimator):
         if X_val is not None:
             previous = getattr(self, "validation_scores_", None)
             validation = [] if previous is None else list(previous)
+            # iterations of a warm-started history without a held-out score
+            validation = [np.nan] * (len(history) - len(validation)) + validation
         best, best_state, no_change = -np.inf, None, 0
         converged = False
         prefix = f"init {init + 1}/{n_init}, " if n_init > 1 else ""
@@ -427,14 +486,21 @@ class BaseVariational(BaseEstimator):
             rng = check_random_state(self.random_state)
             self.random_state_ = rng
             self._initialize(X, y, rng)
+            self._record_structure()
             self.elbo_history_ = np.zeros(0)
             self.validation_scores_ = self.best_validation_score_ = None
+        else:
+            self._check_structure(
+                "partial_fit continues the fitted model: fit anew, or set them back.")
         it = self.elbo_history_.size + 1
         value = self._checked_value(
             self._iterate(X, y, self.random_state_), "ELBO", it
         )
         self.elbo_history_ = np.append(self.elbo_history_, value)
         self.n_iter_ = self.elbo_history_.size
+        if self.validation_scores_ is not None:
+            # no held-out score for this iteration: keep one entry per iteration
+            self.validation_scores_ = np.append(self.validation_scores_, np.nan)
         self.converged_ = False
         if self.verbose:
             self._report(f"partial_fit iteration {it}: ELBO {value:.4f} nats/sample")
@@ -446,9 +512,13 @@ class BaseVariational(BaseEstimator):
         """Evidence lower bound of new data, in nats per sample.
 
         The same quantity as ``elbo_``, for other rows: the true ELBO of the
-        model's variational posterior for (X, y), summed over the rows and
-        divided by their number (see each estimator's documentation for what
-        a row is and how the ELBO is estimated).
+        model's variational posterior for (X, y) per row (see each
+        estimator's documentation for what a row is and how the ELBO is
+        estimated). Terms that belong to no row (the KL divergence of global
+        latent variables from their prior) are charged per *training* row, as
+        in ``elbo_``, so that the value does not depend on how many rows are
+        scored: on the training rows it equals ``elbo_``, and the held-out
+        ELBO that early stopping monitors weighs them as training does.
 
         Parameters
         ----------
@@ -469,6 +539,6 @@ class BaseVariational(BaseEstimator):
         ValueError
             If X (or y) is not valid input for the fitted estimator.
         """
-        check_is_fitted(self)
+        self._check_fitted()
         X, y = self._check_elbo_input(X, y)
         return float(self._elbo_per_sample(X, y))

@@ -30,12 +30,17 @@ def check_binary(X, *, binarize, whom):
         If X has negative values, or, with ``binarize=None``, values other
         than 0 and 1.
     """
-    check_non_negative(X, whom)
     if sp.issparse(X):
         X = sp.csr_matrix(X)  # copy-free when already CSR
+        if not X.has_canonical_format:
+            # repeated (row, column) entries mean their sum, as in scipy:
+            # merge them (on a copy) before reading X.data entry by entry
+            X = X.copy()
+            X.sum_duplicates()
         values = X.data
     else:
         values = np.asarray(X)
+    check_non_negative(X, whom)
     if binarize is None:
         bad = (values != 0) & (values != 1)
         if np.any(bad):

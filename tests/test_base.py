@@ -271,3 +271,46 @@ def test_a_fall_below_the_plateau_band_restarts_the_patience(data):
     assert banded.converged_ and banded.n_iter_ > plain.n_iter_
     assert h[-1] == pytest.approx(h.max(), abs=1e-6)
     assert banded.m_ == pytest.approx(data.sum() / (data.size + 1), abs=1e-3)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_validation_scores_keep_one_entry_per_iteration(data):
+    """validation_scores_ has shape (n_iter_,) through warm starts and
+    partial_fit: NaN where an iteration had no held-out score."""
+    model = ToyGaussianMean(max_iter=3, tol=None, warm_start=True, random_state=0)
+    model.fit(data)
+    assert model.validation_scores_ is None
+    model.set_params(early_stopping=True).fit(data)
+    assert model.n_iter_ == 6 and model.validation_scores_.shape == (6,)
+    assert np.isnan(model.validation_scores_[:3]).all()
+    assert np.isfinite(model.validation_scores_[3:]).all()
+    model.partial_fit(data)
+    assert model.validation_scores_.shape == (7,)
+    assert np.isnan(model.validation_scores_[-1])
+    model.fit(data)
+    assert model.n_iter_ == 10 and model.validation_scores_.shape == (10,)
+    assert np.isfinite(model.validation_scores_[7:]).all()
+    assert model.best_validation_score_ == np.nanmax(model.validation_scores_[7:])
+
+
+class ToyStructural(ToyGaussianMean):
+    # "step" stands for a parameter that fixes the shapes of the fitted state
+    _structural_params = ("step",)
+
+
+def test_structural_parameters_are_checked_after_fit(data):
+    model = ToyStructural(random_state=0).fit(data)
+    assert model.elbo(data) == pytest.approx(model.elbo_)
+    model.set_params(step=0.25)
+    match = r"fitted with step=0\.5 but now has step=0\.25"
+    with pytest.raises(ValueError, match=match + ".*fit the model again"):
+        model.elbo(data)
+    with pytest.raises(ValueError, match=match + ".*set warm_start=False"):
+        model.set_params(warm_start=True).fit(data)
+    with pytest.raises(ValueError, match=match + ".*partial_fit continues"):
+        model.partial_fit(data)
+    model.set_params(warm_start=False).fit(data)  # a fresh fit records 0.25
+    assert model.elbo(data) == pytest.approx(model.elbo_)
+    model.set_params(step=0.5, warm_start=True)
+    with pytest.raises(ValueError, match=r"fitted with step=0\.25"):
+        model.fit(data)

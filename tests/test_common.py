@@ -1,5 +1,7 @@
 """scikit-learn's common estimator checks on every skbinvi estimator."""
 
+import re
+
 import numpy as np
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
@@ -122,3 +124,62 @@ def test_tol_none_runs_max_iter_without_convergence_warning(estimator):
         warnings.simplefilter("ignore", UnusedLatentWarning)
         m = clone(model).set_params(tol=1e-12)
         m.fit(X) if y is None else m.fit(X, y)
+
+
+_STRUCTURE_CASES = [
+    (NoisyORFactorizer(n_components=3, hidden_layer_sizes=(8,), n_elbo_samples=20,
+                       max_iter=2), {"n_components": 5}),
+    (NoisyORFactorizer(n_components=3, hidden_layer_sizes=(8,), n_elbo_samples=20,
+                       max_iter=2), {"n_components": 1}),
+    (NoisyORFactorizer(n_components=3, inference="svi", n_elbo_samples=20,
+                       max_iter=2), {"inference": "acp"}),
+    (NoisyORFactorizer(n_components=3, hidden_layer_sizes=(8,), n_elbo_samples=20,
+                       max_iter=2), {"hidden_layer_sizes": (4,)}),
+    (LatentFeatureRelational(n_components=3, max_iter=3), {"n_components": 5}),
+    (LatentFeatureRelational(n_components=3, max_iter=3), {"weights": "diagonal"}),
+    (DiversityMixtureOfExperts(n_components=3, max_iter=3), {"n_components": 5}),
+    (DiversityMixtureOfExperts(n_components=3, max_iter=3), {"inference": "mcmc"}),
+    (DiversityMixtureOfExperts(n_components=3, max_iter=3), {"prior": "gaussian"}),
+    (DiversityMixtureOfExperts(n_components=3, max_iter=3), {"fit_intercept": False}),
+]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::skbinvi.UnusedLatentWarning")
+@pytest.mark.parametrize(("estimator", "change"), _STRUCTURE_CASES,
+                         ids=lambda v: type(v).__name__ if hasattr(v, "fit") else
+                         "-".join(f"{k}={w}" for k, w in v.items()))
+def test_a_structural_parameter_set_after_fit_is_a_clear_error(estimator, change):
+    """Parameters that fix the fitted shapes (n_components, the inference
+    method, the encoder's layers, the form of the weights) changed by
+    set_params after fit: predicting, warm-starting and partial_fit raise a
+    ValueError naming the parameter, where the fitted arrays were read with
+    the new shapes before (uninitialized memory in transform, out-of-bounds
+    writes that crashed the process, bare IndexError/AttributeError)."""
+    from sklearn.base import clone
+
+    X, y = _tiny_fit_data(estimator)
+    args = (X,) if y is None else (X, y)
+    model = clone(estimator).set_params(random_state=0).fit(*args)
+    expected = model.predict_proba(X) if y is not None else model.transform(X)
+    name, value = next(iter(change.items()))
+    model.set_params(**change)
+    match = re.escape(f"but now has {name}={value!r}")
+    predict = model.transform if y is None else model.predict_proba
+    with pytest.raises(ValueError, match=match):
+        predict(X)
+    with pytest.raises(ValueError, match=match):
+        model.elbo(*args) if y is not None else model.score(X)
+    with pytest.raises(ValueError, match="warm_start=True continues"):
+        model.set_params(warm_start=True).fit(*args)
+    if hasattr(model, "partial_fit") and isinstance(model, NoisyORFactorizer) \
+            and model.inference != "jj":
+        with pytest.raises(ValueError, match="partial_fit continues"):
+            model.partial_fit(X)
+    # set back, the fitted model is usable again, unchanged
+    model.set_params(**{name: estimator.get_params()[name]}, warm_start=False)
+    np.testing.assert_array_equal(
+        model.predict_proba(X) if y is not None else model.transform(X), expected)
+    # a fresh fit with the new value works
+    model.set_params(**change).fit(*args)
+    assert model.n_iter_ >= 1

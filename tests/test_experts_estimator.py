@@ -153,6 +153,12 @@ def test_elbo_of_new_data(fitted):
             assert new < 0
         # shuffled labels are explained worse
         assert m.elbo(Xt, np.random.RandomState(0).permutation(yt)) < new
+        # per row: the KL term (the log prior for "mcmc") is charged per
+        # training row, so the value does not depend on how many rows are
+        # scored; divided by the number of rows scored it weighed 10 times
+        # its training weight on a held-out tenth (early stopping)
+        assert m.elbo(np.r_[Xt, Xt], np.r_[yt, yt]) == pytest.approx(new, rel=1e-9)
+        assert m.elbo(Xt[:30], yt[:30]) > -3 * abs(m.elbo_), method
     with pytest.raises(ValueError, match="not seen in fit"):
         out["vi", "mabn"].elbo(Xt, yt + 5)
 
@@ -753,3 +759,37 @@ def test_one_dimensional_directions_are_refused_with_a_clear_error():
     # the Gaussian prior has no directions: it fits
     DiversityMixtureOfExperts(2, prior="gaussian", fit_intercept=False,
                               max_iter=3).fit(X, y)
+
+
+def test_mcmc_early_stopping_and_a_schedule_cut_short():
+    """"mcmc" has no held-out ELBO to monitor: early stopping would restore a
+    burn-in state. A chain that max_iter cuts short says so, with the
+    max_iter its schedule needs (not the tol rule, which it does not use)."""
+    X, y = _two_expert_data(120)
+    with pytest.raises(ValueError, match="early_stopping=True.*fixed schedule"):
+        DiversityMixtureOfExperts(2, inference="mcmc", early_stopping=True).fit(X, y)
+    model = DiversityMixtureOfExperts(2, inference="mcmc", burn_in=50,
+                                      n_mcmc_samples=100, max_iter=4, random_state=0)
+    with pytest.warns(ConvergenceWarning,
+                      match=r"50 of n_mcmc_samples=100 samples kept.*max_iter >= 6"):
+        model.fit(X, y)
+    assert model.expert_samples_.shape[1] == 50 and not model.converged_
+    model.set_params(max_iter=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model.fit(X, y)
+    assert model.expert_samples_.shape[1] == 100 and model.converged_
+
+
+def test_dead_gate_warning_names_a_remedy_the_user_is_not_on():
+    X, y = _adult_subset()
+    kw = dict(n_components=5, max_iter=15, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        with pytest.warns(UnusedLatentWarning, match=r"gates died.*Use init='bmemg'"):
+            DiversityMixtureOfExperts(init="random", **kw).fit(X, y)
+    model = DiversityMixtureOfExperts(**kw)
+    model._start = "bmemg"
+    assert "init='bmemg'" not in model._dead_gate_remedy(X.shape[1])
+    model._start = "random"  # init="bmemg" fell back: the start did not fit
+    assert "was not used" in model._dead_gate_remedy(X.shape[1])

@@ -369,6 +369,44 @@ def test_bad_parameters_and_wrong_features(small):
         model.score(small[:, :10])
 
 
+@pytest.mark.parametrize("inference", ["acp", "jj"])
+def test_repeated_sparse_entries_mean_their_sum(small, inference):
+    """A CSR matrix may store one cell as several entries (scipy sums them):
+    such input gives the results of its canonical form, and is not changed.
+    Read entry by entry, a word twice in a row counted twice (the "jj"
+    ELBO came out positive)."""
+    C = sp.csr_matrix(small)
+    D = sp.csr_matrix((np.repeat(C.data / 2, 2), np.repeat(C.indices, 2),
+                       C.indptr * 2), shape=C.shape)
+    assert (D != C).nnz == 0 and not D.has_canonical_format
+    before = D.data.copy(), D.indices.copy()
+    a = NoisyORFactorizer(3, inference=inference, max_iter=3, random_state=0).fit(C)
+    b = NoisyORFactorizer(3, inference=inference, max_iter=3, random_state=0).fit(D)
+    assert_array_equal(a.components_, b.components_)
+    assert a.elbo_ == b.elbo_ < 0
+    assert_array_equal(a.transform(D), a.transform(C))
+    assert_array_equal(a.score_samples(D), a.score_samples(C))
+    assert_array_equal(D.data, before[0])
+    assert_array_equal(D.indices, before[1])
+    # two halves of 1 sum to 1; two entries of 1 sum to 2, not binary
+    twice = sp.csr_matrix((np.repeat(C.data, 2), np.repeat(C.indices, 2),
+                           C.indptr * 2), shape=C.shape)
+    with pytest.raises(ValueError, match="binary data"):
+        NoisyORFactorizer(3, max_iter=1, binarize=None).fit(twice)
+
+
+def test_score_samples_uses_the_number_of_samples_asked_for(small):
+    model = NoisyORFactorizer(3, max_iter=2, n_elbo_samples=30,
+                              random_state=0).fit(small)
+    default = model.score_samples(small)
+    seven = model.score_samples(small, n_samples=7)
+    assert not np.array_equal(seven, default)
+    model.set_params(n_elbo_samples=7)  # not structural: the score follows it
+    assert_array_equal(model.score_samples(small, n_samples=7), seven)
+    assert_array_equal(model.score_samples(small), seven)
+    assert_array_equal(model.score_samples(small, n_samples=30), default)
+
+
 def test_input_not_modified(small):
     X = sp.csr_matrix(small * 3.0)
     before = X.copy()

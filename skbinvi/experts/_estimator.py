@@ -17,7 +17,7 @@ from sklearn.base import (
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.extmath import row_norms
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import validate_data
 from threadpoolctl import threadpool_limits
 
 from .._base import FIT_LOOP_CONSTRAINTS, BaseVariational
@@ -220,7 +220,8 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         "mcmc": the chain, which draws ``n_mcmc_samples`` new samples).
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the rows, monitor their ELBO and
-        keep the best iteration's state.
+        keep the best iteration's state ("vi", "pr"; "mcmc", whose samples
+        follow a fixed schedule, raises a ValueError).
     validation_fraction : float, default=0.1
         Fraction of rows held out by ``early_stopping``.
     inner_max_iter : int, default=3
@@ -313,7 +314,9 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         "vi", "pr": the ``tol`` rule was met; "mcmc": the schedule of sweeps
         was completed within ``max_iter`` blocks.
     validation_scores_ : ndarray of shape (``n_iter_``,) or None
-        Held-out ELBO per iteration with ``early_stopping``.
+        Held-out ELBO per iteration with ``early_stopping``; NaN for
+        iterations without one (a ``warm_start`` history from before early
+        stopping).
     log_posterior_trace_ : ndarray of shape (n_problems, n_sweeps)
         "mcmc": the log joint density (nats, total) after every sweep.
     acceptance_rates_ : list of dict
@@ -362,6 +365,13 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
     >>> model.transform(X[:2]).shape
     (2, 3)
     """
+
+    _structural_params = ("n_components", "prior", "inference", "fit_intercept")
+
+    def _same_structure(self, name, now, fitted):
+        if name == "inference":  # "vi" and "pr" share the variational state
+            return (now == "mcmc") == (fitted == "mcmc")
+        return super()._same_structure(name, now, fitted)
 
     _parameter_constraints: dict = {
         **FIT_LOOP_CONSTRAINTS,
@@ -527,6 +537,13 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
                 "model; prior='gaussian' (the BMEM-G baseline) has no diversity term. "
                 "Use inference='vi' or 'mcmc' with prior='gaussian'."
             )
+        if self.inference == "mcmc" and self.early_stopping:
+            raise ValueError(
+                "early_stopping=True keeps the iteration with the best held-out "
+                "ELBO, but inference='mcmc' draws its samples on a fixed schedule "
+                "(burn_in, then n_mcmc_samples kept sweeps): an early iteration "
+                "is a burn-in state. Use inference='vi' or 'pr', or "
+                "early_stopping=False.")
         warm = self.warm_start and self._is_initialized()
         old_classes = getattr(self, "classes_", None)
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
@@ -648,6 +665,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
                 self._states.append(self._gaussian_start(X, yc, rng, 0))
             elif kind == "vmf":
                 means = self._bmemg_start(X, yc, rng) if self.init == "bmemg" else None
+                self._start = "random" if means is None else "bmemg"
                 if means is None:
                     beta = _init_params(K, p, rng, self.init_concentration, 1.0)
                     eta = _init_params(K, p, rng, self.init_concentration, 1.0)
@@ -771,6 +789,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
 
     def _iterate(self, X, y, rng):
         kind, n = self._kind(), X.shape[0]
+        self._n_train_rows = n
         total = 0.0
         if kind == "vmf":
             sq = row_norms(X, squared=True)
@@ -794,13 +813,49 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         # the ELBO sums the one-vs-rest problems; tol applies to each
         return len(self._states)
 
+    def _not_converged_message(self):
+        if self._kind() != "mcmc":
+            return super()._not_converged_message()
+        kept = min(st["kept_sweeps"] for st in self._states)
+        em = self.prior == "mabn" and self.n_em_iter > 0
+        blocks = (-(-self.burn_in // ADAPT_BLOCK) + (self.n_em_iter + 1 if em else 0)
+                  + -(-self.n_mcmc_samples // ADAPT_BLOCK))
+        return (
+            f"{type(self).__name__}: max_iter={self.max_iter} blocks of sweeps ended "
+            f"the chain before its schedule did: {kept} of n_mcmc_samples="
+            f"{self.n_mcmc_samples} samples kept. From a new start the schedule "
+            f"(burn_in={self.burn_in} sweeps{f', n_em_iter={self.n_em_iter}' if em else ''}"
+            f", then the kept samples, {ADAPT_BLOCK} per block) needs max_iter >= "
+            f"{blocks}: increase max_iter.")
+
     def _run_finished(self):
         if self._kind() != "mcmc":
             return None
         return all(st["kept_sweeps"] >= self.n_mcmc_samples for st in self._states)
 
     def _elbo_per_sample(self, X, y):
-        kind, n = self._kind(), X.shape[0]
+        """ELBO of the rows (X, y) per row, the KL term charged as in training.
+
+        The objective is the rows' expected log-likelihood minus terms that
+        do not depend on the rows (the KL of q from the prior; for "mcmc",
+        the log prior of the draws). Divided by the number of rows, those
+        terms would weigh 1 / n_rows: for a held-out tenth of the rows, ten
+        times their weight in training, and early stopping would monitor a
+        different trade-off than the one trained. So they are charged per
+        training row, 1 / n_train, whatever the number of rows scored (on
+        the training rows: the objective divided by their number).
+        """
+        n = X.shape[0]
+        total = self._objective_total(X, y)
+        n_train = getattr(self, "_n_train_rows", n)
+        if n == n_train:
+            return total / n
+        fixed = self._objective_total(X[:0], y[:0])
+        return (total - fixed) / n + fixed / n_train
+
+    def _objective_total(self, X, y):
+        """The training objective at the current state on the rows (X, y), nats."""
+        kind = self._kind()
         total = 0.0
         if kind == "vmf":
             sq = row_norms(X, squared=True)
@@ -817,7 +872,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
                 prior = self._mcmc_prior(X.shape[1], st["hyper"])
                 total += float(np.mean([log_joint(X, yc, b, e, **prior)
                                         for b, e in zip(*draws, strict=True)]))
-        return total / n
+        return total
 
     def _mcmc_draws(self, st, limit=_MAX_ELBO_DRAWS):
         """Kept samples (S, K, p) x 2, thinned evenly to ``limit``; else the state."""
@@ -912,8 +967,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
                 f"the gates died: the responsibilities are uniform, mean row entropy "
                 f"{np.nanmax(self.responsibility_entropy_):.3f} log K > "
                 f"{_DEAD_GATE_ENTROPY} log K, and every expert solves the same problem",
-                "Use init='bmemg' (the default), several n_init, or a smaller "
-                "n_components.")
+                self._dead_gate_remedy(X.shape[1]))
         elif K > 1 and np.any(self.n_active_experts_ < K):
             self._warn_unused(
                 int(self.n_active_experts_.min()), K, "experts",
@@ -923,6 +977,22 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
                 "The data may not need that many experts (the ELBO prefers fewer): "
                 "compare elbo_ across n_components, or use a smaller one."
                 + self._price_note(X.shape))
+
+    def _dead_gate_remedy(self, p):
+        """The remedy the dead-gate warning names, by the start this fit used."""
+        start = getattr(self, "_start", None)
+        if start == "random" and self.init == "bmemg":
+            return (f"The BMEM-G start was not used: it would need K p^2 = "
+                    f"{self.n_components * p * p:,} covariance entries (more than "
+                    f"{_GAUSSIAN_MAX_ENTRIES:.0e}); project X onto fewer features "
+                    "(e.g. PCA or TruncatedSVD in a Pipeline) so that it fits, "
+                    "use several n_init, or a smaller n_components.")
+        if start == "random":
+            return ("Use init='bmemg' (the default), several n_init, or a smaller "
+                    "n_components.")
+        return ("Even from the BMEM-G start: try several n_init, a smaller "
+                "n_components, or fewer features (e.g. PCA or TruncatedSVD in a "
+                "Pipeline), or inference='mcmc'.")
 
     def _concentration_price(self):
         """KL(q || uniform direction) of each expert's and its gate's direction.
@@ -966,7 +1036,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
 
     # ---------------------------------------------------------------- predict
     def _check_X(self, X):
-        check_is_fitted(self)
+        self._check_fitted()
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         self._check_scale(X)
         return self._design(X)

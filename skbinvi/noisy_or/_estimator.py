@@ -17,7 +17,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import gen_batches
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import validate_data
 from threadpoolctl import threadpool_limits
 
 from .._base import FIT_LOOP_CONSTRAINTS, BaseVariational
@@ -396,7 +396,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         maximizes (non-decreasing, below the true ELBO).
     validation_scores_ : ndarray of shape (`n_iter_`,) or None
         Validation ELBO (nats per row) after every epoch when early stopping
-        was used, else None.
+        was used, else None; NaN for epochs without one (``partial_fit``
+        calls, and a ``warm_start`` history from before early stopping).
     best_validation_score_ : float or None
         Best value of ``validation_scores_``, else None.
     n_iter_ : int
@@ -472,6 +473,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     >>> bool(((Q >= 0) & (Q <= 1)).all())
     True
     """
+
+    _structural_params = ("n_components", "inference", "hidden_layer_sizes")
 
     _parameter_constraints: dict = {
         **FIT_LOOP_CONSTRAINTS,
@@ -1178,7 +1181,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         self._colsum[:] = self._theta.sum(axis=0)
         self._leak_sum[0] = self._leak.sum()
 
-    def _posterior_logits(self, X, return_elbo=False):
+    def _posterior_logits(self, X):
         """logit q(z | x) of every row of a binary CSR matrix, deterministic.
 
         Amortized methods: the encoder's output, refined by up to
@@ -1186,13 +1189,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         :meth:`_refine`). "svi": up to ``n_transform_steps`` local steps from
         the prior with the common random numbers fixed at initialization,
         each row on its own. "jj": up to ``n_transform_steps`` E-step sweeps.
-
-        With ``return_elbo=True`` also returns every row's ELBO estimated with
-        the ``n_elbo_samples`` common random numbers of :meth:`score_samples`
-        (None if not computed on the way).
         """
         indptr, indices = _csr_arrays(X)
-        elbo = None
         if self.inference == "jj":
             logit_q = np.tile(self._logit_prior, (X.shape[0], 1))
             weights = _jaakkola_jordan.jj_init_r(indptr, indices, self._theta)
@@ -1213,7 +1211,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                 logit_q = self._encode(X, indptr, indices, self._theta)[0]
             if self.n_refine_steps > 0:
                 self._refine(indptr, indices, logit_q)
-        return (logit_q, elbo) if return_elbo else logit_q
+        return logit_q
 
     def _discrete_elbo(self, indptr, indices, logit_q, uniforms):
         out = np.empty(logit_q.shape[0])
@@ -1255,11 +1253,9 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         training rows, and the state of the kept run carries its logits.
         """
         indptr, indices = _csr_arrays(X)
-        logit_q, elbo = self._posterior_logits(X, return_elbo=True)
+        logit_q = self._posterior_logits(X)
         if getattr(self, "_keep_final_logits", False):
             self._final_logits = logit_q
-        if elbo is not None and n_samples in (None, self.n_elbo_samples):
-            return elbo
         uniforms = self._common_uniforms(n_samples or self.n_elbo_samples)
         return self._discrete_elbo(indptr, indices, logit_q, uniforms)
 
@@ -1408,6 +1404,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         if self.inference == "jj":
             return "Check the input data (variational EM has no step size)."
         default = inspect.signature(type(self)).parameters["learning_rate"].default
+        if self.learning_rate == default:
+            return f"Lower learning_rate (now {default}, the default)."
         return (
             f"Lower learning_rate (now {self.learning_rate}); the default is {default}."
         )
@@ -1534,7 +1532,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         ValueError
             If X has the wrong number of features or invalid values.
         """
-        check_is_fitted(self)
+        self._check_fitted()
         X = self._check_X(X, reset=False)
         logit_q = self._posterior_logits(X)
         if self.transform_output == "probability":
@@ -1574,7 +1572,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             If X has the wrong number of features or invalid values, if
             ``method`` is unknown or ``n_samples`` is not a positive integer.
         """
-        check_is_fitted(self)
+        self._check_fitted()
         if method not in ("elbo", "iwae"):
             raise ValueError(
                 f"method must be 'elbo' or 'iwae'; got {method!r}."
@@ -1599,11 +1597,12 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
     def _common_uniforms(self, n_samples):
         """Uniforms (n_samples, K) from the seed drawn at fit time (deterministic)."""
-        if n_samples == self.n_elbo_samples:
+        fitted_samples, K = self._score_uniforms.shape
+        if n_samples == fitted_samples:
             return self._score_uniforms
         # seeded by the fit-time common random numbers: deterministic per model
         seed = int(self._score_uniforms[0, 0] * np.iinfo(np.int32).max)
-        return np.random.RandomState(seed).random_sample((n_samples, self.n_components))
+        return np.random.RandomState(seed).random_sample((n_samples, K))
 
     def score(self, X, y=None):
         """Mean true ELBO per row, in nats (higher is better).

@@ -10,7 +10,7 @@ from sklearn.base import ClassifierMixin, TransformerMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import validate_data
 from threadpoolctl import threadpool_limits
 
 from .._base import FIT_LOOP_CONSTRAINTS, BaseVariational
@@ -289,7 +289,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     converged_ : bool
         Whether the ``tol`` rule was met before ``max_iter``.
     validation_scores_ : ndarray of shape (``n_iter_``,) or None
-        Held-out ELBO per iteration with ``early_stopping``.
+        Held-out ELBO per iteration with ``early_stopping``; NaN for
+        iterations without one (``partial_fit`` calls, and a ``warm_start``
+        history from before early stopping).
     best_validation_score_ : float or None
         Best of ``validation_scores_``.
     n_entities_ : int
@@ -344,6 +346,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     >>> model.weights_.shape
     (1, 3, 3)
     """
+
+    _structural_params = ("n_components", "weights")
 
     _parameter_constraints: dict = {
         **FIT_LOOP_CONSTRAINTS,
@@ -578,13 +582,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         warm = self.warm_start and self._is_initialized()
         triples, x = self._check_pairs(X, reset=not warm, y=y)
         n_entities, n_relations = self._sizes(triples)
-        D = self.n_components
         if warm:
-            if self._logits.shape[1] != D:
-                raise ValueError(
-                    f"warm_start: n_components={D} but the fitted model has "
-                    f"{self._logits.shape[1]}."
-                )
+            self._check_warm_structure()
             n_entities = max(n_entities, self.n_entities_)
             n_relations = max(n_relations, self.n_relations_)
             self._grow(n_entities, n_relations, x)
@@ -879,8 +878,10 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             return self._iterate_once(X, y, rng)
 
     def _iterate_once(self, X, y, rng):
+        self._n_train_rows = X.shape[0]
         if self._stochastic:
             store = self._get_store(X, y)
+            self._n_train_rows = max(store.n_rows, 1)
             if self._partial:
                 centers = np.unique(X[:, :2])
                 rng.shuffle(centers)
@@ -1220,7 +1221,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
 
         ``weight``: inverse-probability weights of sampled pairs, and
         ``n_rows`` the number the weighted total is divided by (default:
-        every pair weight 1, divided by the number of pairs).
+        every pair weight 1, the expected log-likelihood divided by the
+        number of pairs and the KL of the features by the number of training
+        rows, so that the value does not depend on how many pairs are scored).
         """
         q_fit = expit(self._logits)
         q = q_fit if q is None else q
@@ -1241,7 +1244,12 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         )
         kl = _kernels.kl_features(q_fit, self.feature_prior)
         total = out.sum() if weight is None else out @ weight
-        return float((total - kl) / (pairs.x.size if n_rows is None else n_rows))
+        if n_rows is not None:
+            return float((total - kl) / n_rows)
+        # the KL term charged per training row, whatever the number of pairs
+        # scored: held-out pairs (early stopping) weigh it as training does
+        n_train = getattr(self, "_n_train_rows", pairs.x.size)
+        return float(total / pairs.x.size - kl / n_train)
 
     def _elbo_per_sample(self, X, y):
         store = getattr(self, "_store", None)
@@ -1328,7 +1336,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         )
 
     def _moments(self, X):
-        check_is_fitted(self)
+        self._check_fitted()
         triples = self._check_pairs(X, reset=False)
         q, snd, rcv = self._with_prior_row(triples[:, 0], triples[:, 1])
         rel = np.ascontiguousarray(triples[:, 2])
@@ -1362,7 +1370,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         ValueError
             As :meth:`fit` for X.
         """
-        check_is_fitted(self)
+        self._check_fitted()
         triples = self._check_pairs(X, reset=False)
         q, snd, rcv = self._with_prior_row(triples[:, 0], triples[:, 1])
         if self._diag:
@@ -1384,7 +1392,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             ``latentfeaturerelational{d}`` (diagonal) or
             ``latentfeaturerelational{d}_{e}`` (full).
         """
-        check_is_fitted(self)
+        self._check_fitted()
         prefix = type(self).__name__.lower()
         D = self.n_components
         if self._diag:
@@ -1456,16 +1464,18 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         ValueError
             As :meth:`decision_function`.
         """
-        check_is_fitted(self)
+        self._check_fitted()
         return self.classes_[(self.decision_function(X) > 0).astype(int)]
 
     def elbo(self, X, y):
         """True ELBO of the fitted model on the pairs (X, y), nats per pair.
 
-        ``(sum over the given pairs of E_q[log p(x | z)] - KL(q || prior))``
-        divided by the number of pairs, the KL over all ``n_entities_``
-        entities, with the common random numbers of ``fit``: on the training
-        pairs it equals ``elbo_``. Unseen entities get the prior.
+        The mean over the given pairs of E_q[log p(x | z)] minus
+        KL(q || prior) over all ``n_entities_`` entities divided by the
+        number of training pairs (the KL charged per pair as in training, so
+        that the value does not depend on how many pairs are scored), with
+        the common random numbers of ``fit``: on the training pairs it equals
+        ``elbo_``. Unseen entities get the prior.
 
         Parameters
         ----------
