@@ -488,8 +488,57 @@ def test_two_columns_equal_three_with_relation_zero(synthetic):
     a = _model("mcvi", "full", max_iter=5).fit(X, y)
     b = _model("mcvi", "full", max_iter=5).fit(X3, y)
     assert_allclose(a.predict_proba(X), b.predict_proba(X3))
-    with pytest.raises(ValueError, match="n_relations_=1"):
+    with pytest.raises(ValueError, match="Relation id 1 was not seen in fit"):
         b.predict_proba([[0, 1, 1]])
+
+
+def test_relations_not_trained_on_are_refused_in_prediction(synthetic):
+    """A relation id below the largest but absent from the training rows
+    has no trained weights: predicting it is an error, as for ids above."""
+    X, y, _ = synthetic
+    rel = np.where(np.arange(len(X)) % 2, 5, 0)
+    model = _model(max_iter=5).fit(np.c_[X, rel], y)
+    assert model.n_relations_ == 6
+    assert np.isfinite(model.predict_proba([[0, 1, 5], [0, 1, 0]])).all()
+    for r in (3, 6):
+        with pytest.raises(ValueError, match=f"Relation id {r} was not seen.*"
+                                             r"\[0, 5\]"):
+            model.predict_proba([[0, 1, r]])
+    with pytest.raises(ValueError, match="was not seen"):
+        model.elbo([[0, 1, 3], [1, 2, 3]], [0, 1])
+
+
+def test_warm_start_and_partial_fit_take_new_relations(synthetic):
+    """New relations start with zero weights, as the docs say: a warm
+    start or a later chunk of partial_fit may bring them (both refused
+    them with "Relation ids must be smaller than n_relations_")."""
+    X, y, _ = synthetic
+    zeros, alternating = np.zeros(len(X), int), np.arange(len(X)) % 2
+    model = _model(max_iter=5, warm_start=True).fit(np.c_[X, zeros], y)
+    model.fit(np.c_[X, alternating], y)
+    assert model.n_relations_ == 2 and model.weights_.shape[0] == 2
+    assert np.isfinite(model.predict_proba(np.c_[X, alternating])).all()
+    half = len(X) // 2
+    online = LatentFeatureRelational(3, random_state=0)
+    online.partial_fit(np.c_[X[:half], zeros[:half]], y[:half])
+    assert online.elbo_ == online.elbo_history_[-1]  # elbo_ after partial_fit
+    online.partial_fit(np.c_[X[half:], zeros[half:] + 1], y[half:])
+    assert online.n_relations_ == 2 and online.elbo_ == online.elbo_history_[-1]
+    assert np.isfinite(online.predict_proba([[0, 1, 1], [0, 1, 0]])).all()
+
+
+@pytest.mark.parametrize("switch", [{"batch_size": 10},
+                                    {"unlisted_pairs": "nonlinks"}])
+def test_warm_start_from_full_sweeps_to_stochastic_steps(synthetic, switch):
+    """It raised AttributeError ('_visits'); the step sizes go on from the
+    sweeps done (each visited every entity once)."""
+    X, y, _ = synthetic
+    model = _model(max_iter=4, warm_start=True).fit(X, y)
+    model.set_params(**switch)
+    links = y == 1 if "unlisted_pairs" in switch else slice(None)
+    model.fit(X[links], y[links])
+    assert model.n_iter_ == 8 and np.isfinite(model.elbo_)
+    assert model._visits.min() >= 4
 
 
 def test_predictions_invariant_to_order_and_subsets(synthetic):
@@ -536,9 +585,12 @@ def test_unfitted_raises(synthetic):
         ([[True, False], [False, True]], [0, 1], "booleans"),
         (np.empty((0, 2)), [], "0 sample"),
         ([[0, 1], [1, 2]], [0, 1, 1], "inconsistent numbers of samples"),
-        ([[0, 10**9], [1, 2], [2, 0]], [1, 0, 1], "Remap the ids"),
+        ([[0, 10**9], [1, 2], [2, 0]], [1, 0, 1], "Remap them to consecutive"),
         ([[0, 2**62], [1, 2], [2, 0]], [1, 0, 1], "Remap them"),
         ([[0, 1, 10**9], [1, 2, 0]], [1, 0], "Relation ids go up to"),
+        # a relation costs a weight system, an entity a row: 1,000 unused
+        # relation ids are refused (100,000 took 7.6 GiB before failing)
+        ([[0, 1, 1000], [1, 2, 0]], [1, 0], "Relation ids go up to"),
     ],
 )
 def test_bad_input_raises_clear_errors(X, y, match):
@@ -587,3 +639,17 @@ def test_bad_parameters(synthetic, param, value):
     X, y, _ = synthetic
     with pytest.raises(ValueError, match=param):
         clone(_model()).set_params(**{param: value}).fit(X, y)
+
+
+def test_the_remap_in_the_sparse_id_errors_runs(synthetic):
+    """The code that the error message suggests remaps the ids and fits."""
+    X, y, _ = synthetic
+    for X_bad in (np.c_[X, np.full(len(X), 200_000)], np.where(X == 3, 10**9, X)):
+        with pytest.raises(ValueError) as error:
+            LatentFeatureRelational(2, max_iter=2).fit(X_bad, y)
+        message = str(error.value)
+        code = message.split("e.g. ")[1].split(", keeping")[0]
+        first, second = code.split(" and ")
+        scope = {"np": np, "X": X_bad.copy()}
+        exec(f"{first}\n{second}", scope)
+        LatentFeatureRelational(2, max_iter=2, random_state=0).fit(scope["X"], y)

@@ -23,6 +23,9 @@ _MAX_LOGIT = _kernels.MAX_LOGIT
 # Without n_entities, latent_features_ has (largest id + 1) rows; ids this much
 # sparser than the distinct ids seen are refused (memory must follow the data).
 _ID_SLACK = 100_000
+# ... and relation ids (each unused relation id below the largest costs a
+# weight matrix and, with full weights, a (1 + D^2)^2 weight system)
+_RELATION_SLACK = 100
 # A feature is "unused" when no entity has it with probability above 1/2.
 _DEAD_FEATURE = 0.5
 # share of |best ELBO| below the best beyond which a full-sweep iteration
@@ -276,8 +279,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         The two labels of y; ``classes_[1]`` means "linked".
     elbo_ : float
         True ELBO of the training pairs at the end, nats per pair (per row of
-        X). With ``unlisted_pairs="nonlinks"`` the ELBO of the complete
-        network, estimated on a fixed sample of 20,000 links and 20,000
+        X; after :meth:`partial_fit`, of the pairs seen so far). With
+        ``unlisted_pairs="nonlinks"`` the ELBO of the complete network, estimated on a fixed sample of 20,000 links and 20,000
         non-links (inverse-probability weights, common random numbers),
         divided by the number of listed links.
     elbo_history_ : ndarray of shape (``n_iter_``,)
@@ -423,10 +426,13 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         self.verbose = verbose
 
     # ------------------------------------------------------------------ input
-    def _check_pairs(self, X, *, reset, y=None, classes=None):
+    def _check_pairs(self, X, *, reset, y=None, classes=None, grow=False):
         """Validate X (and y); return (P, 3) int64 triples (and the 0/1 links).
 
         ``classes`` (partial_fit): the two labels, when y may show only one.
+        ``grow`` (a warm-started fit, partial_fit): new relation ids may
+        occur; otherwise (prediction, elbo) every relation id must have been
+        trained on.
         """
         if y is None:
             X = validate_data(self, X, reset=reset, dtype="numeric")
@@ -500,11 +506,18 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
                 f"{name} got self-pairs (i, i), which are not part of the model "
                 f"(first at row {int(np.flatnonzero(snd == rcv)[0])})."
             )
-        if not reset and rel.max() >= self.n_relations_:
-            raise ValueError(
-                f"Relation ids must be smaller than n_relations_={self.n_relations_} "
-                f"(the relations seen in fit); got {rel.max()!r}."
-            )
+        if not reset and not grow:
+            seen = getattr(self, "_seen_relations", None)
+            if rel.max() >= self.n_relations_ or (
+                    seen is not None and not seen[rel].all()):
+                bad = rel[rel >= self.n_relations_] if rel.max() >= self.n_relations_ \
+                    else rel[~seen[rel]]
+                raise ValueError(
+                    f"Relation id {int(bad[0])} was not seen in fit: it has no "
+                    "trained weights. The relations seen are "
+                    f"{np.flatnonzero(self._trained_relations()).tolist()[:20]}"
+                    f"{' ...' if self._trained_relations().sum() > 20 else ''}."
+                )
         triples = np.column_stack([snd, rcv, rel])
         if y is None:
             return triples
@@ -517,19 +530,32 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             )
         return triples, (y == self.classes_[1]).astype(np.float64)
 
+    def _trained_relations(self):
+        """Boolean mask of the relation ids trained on (all, for older models)."""
+        seen = getattr(self, "_seen_relations", None)
+        return np.ones(self.n_relations_, bool) if seen is None else seen
+
+    def _record_relations(self, rel, R, reset):
+        """Remember which relation ids occur in the training rows."""
+        seen = np.bincount(rel, minlength=R) > 0
+        if not reset:
+            seen[: self._trained_relations().size] |= self._trained_relations()
+        self._seen_relations = seen
+
     @staticmethod
-    def _check_id_density(ids, what, column):
+    def _check_id_density(ids, what, column, slack):
         """Refuse ids so sparse that O(largest id) memory would not follow the data."""
         top = int(ids.max()) + 1
         distinct = np.unique(ids).size
-        if top > 4 * distinct + _ID_SLACK:
+        if top > 4 * distinct + slack:
+            assign = ("inverse.reshape(len(X), -1)" if column == ":2"
+                      else "inverse.ravel()")
             raise ValueError(
                 f"{what} ids go up to {top - 1} but only {distinct} distinct ids "
-                f"occur: the model would allocate {top} rows. Remap the ids to 0, "
-                f"1, ..., {distinct - 1} first, e.g. ids, inverse = "
+                f"occur: the model would allocate {top} of them. Remap them to "
+                f"consecutive ids from 0 first, e.g. ids, inverse = "
                 f"np.unique(X[:, {column}], return_inverse=True) and "
-                f"X[:, {column}] = inverse.reshape(len(X), -1), keeping ids to "
-                "translate back."
+                f"X[:, {column}] = {assign}, keeping ids to translate back."
             )
         return top
 
@@ -580,15 +606,21 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         self._check_modes()
         self._partial = False
         warm = self.warm_start and self._is_initialized()
-        triples, x = self._check_pairs(X, reset=not warm, y=y)
+        triples, x = self._check_pairs(X, reset=not warm, y=y, grow=warm)
         n_entities, n_relations = self._sizes(triples)
         if warm:
             self._check_warm_structure()
             n_entities = max(n_entities, self.n_entities_)
             n_relations = max(n_relations, self.n_relations_)
             self._grow(n_entities, n_relations, x)
+            if self._stochastic and getattr(self, "_visits", None) is None:
+                # from full sweeps to stochastic steps: every entity was
+                # visited once per iteration, so the step sizes go on
+                self._visits = np.full(n_entities, self.elbo_history_.size,
+                                       dtype=np.int64)
         else:
             self._new_elbo_seed()
+        self._record_relations(triples[:, 2], n_relations, reset=not warm)
         self.n_entities_ = n_entities
         self.n_relations_ = n_relations
         self._cache = {}
@@ -600,8 +632,11 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         if self.n_entities is not None:
             n_entities = self.n_entities
         else:
-            n_entities = self._check_id_density(triples[:, :2], "Entity", ":2")
-        return n_entities, self._check_id_density(triples[:, 2], "Relation", "2")
+            n_entities = self._check_id_density(triples[:, :2], "Entity", ":2",
+                                                _ID_SLACK)
+        # a relation costs a (1 + D^2)^2 weight system, an entity a row of D
+        return n_entities, self._check_id_density(triples[:, 2], "Relation", "2",
+                                                  _RELATION_SLACK)
 
     def _new_elbo_seed(self):
         """The seed of the ELBO's common random numbers, drawn once per model."""
@@ -694,7 +729,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
                     f"classes={classes!r} differs from the classes of the first "
                     f"call, {self.classes_!r}."
                 )
-        triples, x = self._check_pairs(X, reset=first, y=y, classes=classes)
+        triples, x = self._check_pairs(X, reset=first, y=y, classes=classes,
+                                       grow=not first)
         N, R = self._sizes(triples)
         if first:
             self._new_elbo_seed()
@@ -707,6 +743,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
                 )
             N, R = max(N, self.n_entities_), max(R, self.n_relations_)
             self._grow(N, R, x)
+        self._record_relations(triples[:, 2], R, reset=first)
         self.n_entities_, self.n_relations_ = N, R
         self._partial = True
         self._cache = {}
@@ -715,7 +752,11 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         )
         store.source = triples
         self._store = store
-        return self._partial_fit_iteration(triples, x)
+        self._partial_fit_iteration(triples, x)
+        # the iteration's value is the ELBO of the pairs seen so far, at the
+        # state it leaves
+        self.elbo_ = float(self.elbo_history_[-1])
+        return self
 
     def _grow(self, N, R, x):
         """New entities (at the prior) and relations (no weight) of a warm start."""
