@@ -170,7 +170,11 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     weights : {"full", "diagonal"}, default="full"
         Form of the weight matrices W_r: "full" (D x D, directed: [2]_) or
         "diagonal" (D weights, symmetric: [1]_). "full" is the default: it
-        measured better on every directed data set tried (User Guide).
+        measured better on every directed data set tried (User Guide). The
+        weight step of "full" solves a system of 1 + D^2 unknowns per
+        relation: O(R D^4) memory and O(R D^6) time per iteration (D = 64:
+        134 MB per relation; D = 100: 800 MB, and one iteration on 780
+        pairs of one relation took 62 s); "diagonal" needs O(R D^2).
     inference : {"mcvi", "cavi", "score"}, default="mcvi"
         Inference method (see above).
     init : {"auto", "spectral", "nmf", "random"}, default="auto"
