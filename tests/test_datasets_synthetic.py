@@ -46,6 +46,29 @@ def test_bernoulli_process_is_exact():
     assert _bernoulli_process(10, 0.0, rng).size == 0
 
 
+def test_bernoulli_process_with_a_tiny_probability():
+    """Below p of about 1e-18 numpy's geometric overflows int64 (make_noisy_or
+    with leak=1e-17 failed with "negative axis 0 index"); the count is drawn
+    first there, exactly."""
+    rng = np.random.RandomState(0)
+    n, p = 10**13, 3e-13  # 3 successes expected
+    sizes = []
+    for _ in range(400):
+        idx = _bernoulli_process(n, p, rng)
+        assert np.all(np.diff(idx) > 0) and np.all((idx >= 0) & (idx < n))
+        sizes.append(idx.size)
+    assert abs(np.mean(sizes) - n * p) < 4 * np.sqrt(n * p / 400)
+    X, truth = make_noisy_or(1000, 100, 2, leak=1e-17, random_state=0)
+    assert X.shape == (1000, 100) and set(np.unique(X)) <= {0.0, 1.0}
+
+
+def test_truth_prior_is_a_copy():
+    prior = np.array([0.2, 0.3])
+    _, truth = make_noisy_or(50, 10, 2, prior=prior, random_state=0)
+    truth.prior[:] = 0.9
+    assert_array_equal(prior, [0.2, 0.3])
+
+
 def test_wide_data_is_cheap():
     """5000 x 1e6 with a leak is generated without an N x D population."""
     X, _ = make_noisy_or(5000, 1_000_000, 10, density=1e-5, leak=2e-5,

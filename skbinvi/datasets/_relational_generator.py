@@ -110,9 +110,11 @@ def make_relational(
     ground_truth : :class:`~sklearn.utils.Bunch`
         latent_features : ndarray of shape (n_entities, n_components), int8
             The sampled features Z (0 or 1).
-        weights : ndarray of shape (n_components,) or as given
-            The weights: (D,) for the default model (the diagonal), else
-            ``weight_matrices`` of shape (R, D, D) (also present in every case).
+        weights : ndarray
+            The weights as drawn or given: (D,) for one relation with
+            diagonal weights, (R, D) for several, (R, D, D) with
+            ``full_weights=True`` (``weight_matrices`` has every case as
+            (R, D, D) matrices).
         weight_matrices : ndarray of shape (n_relations, D, D)
             :math:`W_r` for every relation.
         intercept : float
@@ -236,6 +238,23 @@ def make_relational(
     return X, y, truth
 
 
+# Block pairs with more pairs than this and more than half of them linked are
+# drawn by listing their pairs (see make_sparse_relational).
+_DENSE_BLOCK_PAIRS = 4096
+
+
+def _draw_dense_block(senders, receivers, n_links, N, R, r, rng):
+    """Codes of ``n_links`` distinct pairs (s, t), s != t, drawn uniformly
+    from senders x receivers by listing the pairs: O(pairs) memory, used
+    when the links are more than half of the pairs."""
+    s = np.repeat(senders, receivers.size)
+    t = np.tile(receivers, senders.size)
+    keep = s != t
+    s, t = s[keep], t[keep]
+    pick = rng.choice(s.size, size=n_links, replace=False)
+    return (s[pick].astype(np.int64) * np.int64(N) + t[pick]) * R + r
+
+
 @validate_params(
     {
         "n_entities": [Interval(Integral, 2, None, closed="left")],
@@ -269,7 +288,7 @@ def make_sparse_relational(
     that many distinct pairs are drawn uniformly in the block. This is an
     exact sample of the model. The defaults (N = 100,000, D = 10, rho =
     0.1, b = -4.3, w = 1) give about 10 links per entity and relation,
-    about 88% of them between entities that share a feature.
+    about 93% of them between entities that share a feature.
 
     Cost O(links + N D + G^2 R) time and memory, with G <= 2^D the number
     of distinct feature vectors.
@@ -295,8 +314,8 @@ def make_sparse_relational(
     Returns
     -------
     X : ndarray of shape (n_links, 2) or (n_links, 3), int64
-        The links (sender, receiver[, relation]), sorted by code
-        ``(i N + j) R + r``.
+        The links (sender, receiver[, relation]), sorted by relation, then
+        sender, then receiver.
     ground_truth : :class:`~sklearn.utils.Bunch`
         latent_features : ndarray of shape (n_entities, n_components), int8
         weight_matrices : ndarray of shape (n_relations, D, D)
@@ -341,6 +360,17 @@ def make_sparse_relational(
     codes = []
     for r in range(R):
         target = rng.binomial(n_pairs, prob)  # links of every block pair
+        # Blocks that link more than half of many pairs: drawing pairs with
+        # replacement until enough are distinct is a coupon collector there
+        # (200 entities with every feature: over a minute). Their pairs are
+        # listed (at most twice their links) and the links drawn without
+        # replacement.
+        dense = (2 * target > n_pairs) & (n_pairs > _DENSE_BLOCK_PAIRS)
+        listed = [_draw_dense_block(members[first[ga]:first[ga] + counts[ga]],
+                                    members[first[gb]:first[gb] + counts[gb]],
+                                    target[ga, gb], N, R, r, rng)
+                  for ga, gb in zip(*np.nonzero(dense), strict=True)]
+        target = np.where(dense, 0, target)
         got = np.zeros(0, dtype=np.int64)
         deficit = target
         while deficit.any():  # top up blocks that drew self pairs or repeats
@@ -356,7 +386,7 @@ def make_sparse_relational(
             G = counts.size
             block = inverse[got // R // N] * G + inverse[(got // R) % N]
             deficit = target - np.bincount(block, minlength=G * G).reshape(G, G)
-        codes.append(got)
+        codes.append(np.sort(np.concatenate([got, *listed])) if listed else got)
     code = np.concatenate(codes)
     X = np.column_stack([code // R // N, (code // R) % N] + ([code % R] if R > 1 else []))
     truth = Bunch(

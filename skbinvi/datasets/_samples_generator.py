@@ -109,7 +109,7 @@ def make_noisy_or(
     if np.ndim(prior) == 0:
         mu = np.full(n_components, float(prior))
     else:
-        mu = np.asarray(prior, dtype=np.float64)
+        mu = np.array(prior, dtype=np.float64)  # a copy: truth.prior is ours
         if mu.shape != (n_components,):
             raise ValueError(f"prior must be a float or have shape ({n_components},) "
                              f"(one per cause); got shape {mu.shape}.")
@@ -408,7 +408,7 @@ def make_noisy_or_patterns(
         names = [f"pattern {k}" for k in range(masks.shape[0])]
     n_components, height, width = masks.shape
 
-    mu = np.asarray(prior, dtype=np.float64)
+    mu = np.array(prior, dtype=np.float64)  # a copy: truth.prior is ours
     if mu.ndim == 0:
         mu = np.full(n_components, float(mu))
     if mu.shape != (n_components,) or not np.all((mu >= 0) & (mu <= 1)):
@@ -494,6 +494,10 @@ def _sample_noisy_or(n_samples, theta, leak, mu, rng):
     return X, z
 
 
+# below this success probability _bernoulli_process draws the count first
+_TINY_P = 1e-12
+
+
 def _bernoulli_process(n_trials, p, rng):
     """Indices of the successes among n_trials Bernoulli(p) trials, in O(successes).
 
@@ -505,6 +509,14 @@ def _bernoulli_process(n_trials, p, rng):
     """
     if p <= 0.0 or n_trials == 0:
         return np.zeros(0, dtype=np.int64)
+    if p < _TINY_P:
+        # numpy's geometric overflows int64 below p of about 1e-18: draw the
+        # number of successes, then their distinct positions
+        k = int(rng.binomial(n_trials, p))
+        chosen = set()
+        while len(chosen) < k:
+            chosen.add(int(rng.randint(n_trials)))
+        return np.array(sorted(chosen), dtype=np.int64)
     positions = []
     last = -1
     while True:
