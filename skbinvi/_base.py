@@ -425,6 +425,9 @@ class BaseVariational(BaseEstimator):
         prefix = f"init {init + 1}/{n_init}, " if n_init > 1 else ""
         for _ in range(self.max_iter):
             it = len(history) + 1
+            # the training rows, to which elbo() charges the terms that
+            # belong to no row (an estimator may count its rows otherwise)
+            self._n_train_rows = X.shape[0]
             value = self._checked_value(self._iterate(X, y, rng), "ELBO", it)
             history.append(value)
             monitored = value
@@ -493,6 +496,7 @@ class BaseVariational(BaseEstimator):
             self._check_structure(
                 "partial_fit continues the fitted model: fit anew, or set them back.")
         it = self.elbo_history_.size + 1
+        self._n_train_rows = X.shape[0]
         value = self._checked_value(
             self._iterate(X, y, self.random_state_), "ELBO", it
         )

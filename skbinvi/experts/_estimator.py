@@ -789,7 +789,6 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
 
     def _iterate(self, X, y, rng):
         kind, n = self._kind(), X.shape[0]
-        self._n_train_rows = n
         total = 0.0
         if kind == "vmf":
             sq = row_norms(X, squared=True)

@@ -284,9 +284,10 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     elbo_ : float
         True ELBO of the training pairs at the end, nats per pair (per row of
         X; after :meth:`partial_fit`, of the pairs seen so far). With
-        ``unlisted_pairs="nonlinks"`` the ELBO of the complete network, estimated on a fixed sample of 20,000 links and 20,000
-        non-links (inverse-probability weights, common random numbers),
-        divided by the number of listed links.
+        ``unlisted_pairs="nonlinks"`` the ELBO of the complete network,
+        estimated on a fixed sample of 20,000 links and 20,000 non-links
+        (inverse-probability weights, common random numbers), divided by the
+        number of listed links.
     elbo_history_ : ndarray of shape (``n_iter_``,)
         True ELBO after every iteration, nats per pair (common random
         numbers, the same objective for every inference method), without
@@ -511,16 +512,15 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
                 f"(first at row {int(np.flatnonzero(snd == rcv)[0])})."
             )
         if not reset and not grow:
-            seen = getattr(self, "_seen_relations", None)
-            if rel.max() >= self.n_relations_ or (
-                    seen is not None and not seen[rel].all()):
-                bad = rel[rel >= self.n_relations_] if rel.max() >= self.n_relations_ \
-                    else rel[~seen[rel]]
+            trained = self._trained_relations()
+            known = rel < trained.size
+            known[known] = trained[rel[known]]
+            if not known.all():
+                ids = np.flatnonzero(trained)
                 raise ValueError(
-                    f"Relation id {int(bad[0])} was not seen in fit: it has no "
-                    "trained weights. The relations seen are "
-                    f"{np.flatnonzero(self._trained_relations()).tolist()[:20]}"
-                    f"{' ...' if self._trained_relations().sum() > 20 else ''}."
+                    f"Relation id {int(rel[~known][0])} was not seen in fit: it has "
+                    f"no trained weights. The relations seen are {ids[:20].tolist()}"
+                    f"{' ...' if ids.size > 20 else ''}."
                 )
         triples = np.column_stack([snd, rcv, rel])
         if y is None:
@@ -923,9 +923,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             return self._iterate_once(X, y, rng)
 
     def _iterate_once(self, X, y, rng):
-        self._n_train_rows = X.shape[0]
         if self._stochastic:
             store = self._get_store(X, y)
+            # the pairs seen so far (partial_fit), not this chunk's
             self._n_train_rows = max(store.n_rows, 1)
             if self._partial:
                 centers = np.unique(X[:, :2])
