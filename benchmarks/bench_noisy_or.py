@@ -58,6 +58,10 @@ splits (only when asked: ``--sections splits``)
     section's synthetic documents (K = 50, 100; flat, zipf, steep priors) and
     on Reuters bodies and R8 (K = 100, 150); seeds 0 and 1 unless
     ``--ttq-seeds``. About 12 minutes.
+seeding (only when asked: ``--sections seeding``)
+    ``init="data"`` against ``init="k-means++"``, ACP and AVI, paired by
+    seed, on the same data as ``splits``; seeds 0 and 1 unless
+    ``--ttq-seeds``. About 15 minutes.
 truth (only when asked: ``--sections truth``)
     Causes in use when the truth is known: synthetic noisy-OR documents
     (``make_noisy_or``: 5,000 training and 2,000 test rows, 3,000 words, each
@@ -935,7 +939,7 @@ def main(argv=None):
         nargs="+",
         default=["compile", "reuters", "ttq", "scaling"],
         choices=["compile", "reuters", "ttq", "scaling", "rare", "truth",
-                 "pruning", "tighter", "splits"],
+                 "pruning", "tighter", "splits", "seeding"],
     )
     parser.add_argument(
         "--ttq-seeds",
@@ -1073,6 +1077,8 @@ def main(argv=None):
                                     args.components)
         if "splits" in args.sections:
             tables += section_splits(run, results, quick, args.ttq_seeds)
+        if "seeding" in args.sections:
+            tables += section_seeding(run, results, quick, args.ttq_seeds)
     finally:
         shutil.rmtree(cache_root, ignore_errors=True)
     total = time.perf_counter() - t_start
@@ -1520,11 +1526,12 @@ def section_truth(run, results, quick, seeds=None, Ks=None):
     )]
 
 
-def section_splits(run, results, quick, seeds=None):
-    """ACP with and without split_moves=True, paired by seed: synthetic
-    documents with known causes (work_truth) and Reuters bodies and R8
-    (work_ttq without the curve)."""
-    print("\n[splits] split moves on and off (ACP)", flush=True)
+def _paired_options(run, results, quick, seeds, *, section, param, values,
+                    methods, title):
+    """Default fits with ``param`` set to each of ``values``, paired by seed:
+    synthetic documents with known causes (work_truth) and Reuters bodies and
+    R8 (work_ttq without the curve); one table row per data set, method and
+    seed."""
     seeds = seeds or [0, 1]
     res, rows = {}, []
     synthetic = [(50, "flat")] if quick else [
@@ -1539,30 +1546,34 @@ def section_splits(run, results, quick, seeds=None):
              for corpus, K in corpora]
     for kind, name, base, quality, fmt in jobs:
         K = base["K"]
-        for seed in seeds:
-            pair = []
-            for split in (False, True):
-                cfg = dict(base, method="acp", seed=seed,
-                           params={"split_moves": split})
-                key = f"{name.replace(' ', '_')}_K{K}_s{seed}_split{int(split)}"
-                res[key] = run(kind, cfg, label=f"{name} K={K} seed {seed} "
-                               f"split_moves={split}")
-                pair.append(res[key])
-            if any("error" in r for r in pair):
-                continue
-            in_use = "in_use" if kind == "truth" else "causes_in_use"
-            rows.append([name, K, seed,
-                         *[_f(r["test_elbo"], ".2f") for r in pair],
-                         *[f"{r[quality]}/{K}" if fmt is None else _f(r[quality], fmt)
-                           for r in pair],
-                         *[f"{r[in_use]}/{K}" for r in pair],
-                         *[_f(r["fit_seconds"], ".1f") for r in pair]])
-    results["splits"] = res
+        for method in methods:
+            for seed in seeds:
+                pair = []
+                for value in values:
+                    cfg = dict(base, method=method, seed=seed, params={param: value})
+                    key = (f"{name.replace(' ', '_')}_K{K}_{method}_s{seed}_"
+                           f"{param}_{value}")
+                    res[key] = run(kind, cfg, label=f"{name} K={K} {method} seed "
+                                   f"{seed} {param}={value!r}")
+                    pair.append(res[key])
+                if any("error" in r for r in pair):
+                    continue
+                in_use = "in_use" if kind == "truth" else "causes_in_use"
+                rows.append([
+                    name, K, method, seed,
+                    *[_f(r["test_elbo"], ".2f") for r in pair],
+                    *[f"{r[quality]}/{K}" if fmt is None else _f(r[quality], fmt)
+                      for r in pair],
+                    *[f"{r[in_use]}/{K}" for r in pair],
+                    *[_f(r["fit_seconds"], ".1f") for r in pair]])
+    results[section] = res
+    first, second = (f"{v}" for v in values)
     return [table(
-        ["data", "K", "seed", "test ELBO off", "on", "recovered or accuracy off",
-         "on", "in use off", "on", "fit s off", "on"],
+        ["data", "K", "method", "seed", f"test ELBO {first}", second,
+         f"recovered or accuracy {first}", second, f"in use {first}", second,
+         f"fit s {first}", second],
         rows,
-        title="Split moves (NoisyORFactorizer(K, split_moves=...), ACP)",
+        title=title,
         notes=[
             "Default fits otherwise. Synthetic: the truth section's documents "
             "(recovered: true causes matched with cosine >= 0.9); Reuters: the "
@@ -1571,6 +1582,24 @@ def section_splits(run, results, quick, seeds=None):
             "document; in use: prior > 0.01.",
         ],
     )]
+
+
+def section_splits(run, results, quick, seeds=None):
+    """ACP with and without split_moves=True, paired by seed."""
+    print("\n[splits] split moves on and off (ACP)", flush=True)
+    return _paired_options(
+        run, results, quick, seeds, section="splits", param="split_moves",
+        values=(False, True), methods=("acp",),
+        title="Split moves (NoisyORFactorizer(K, split_moves=...), ACP)")
+
+
+def section_seeding(run, results, quick, seeds=None):
+    """init="data" against init="k-means++", ACP and AVI, paired by seed."""
+    print('\n[seeding] init="data" and init="k-means++"', flush=True)
+    return _paired_options(
+        run, results, quick, seeds, section="seeding", param="init",
+        values=("data", "k-means++"), methods=("acp", "avi"),
+        title="Seed rows (NoisyORFactorizer(K, init=...))")
 
 
 def section_scaling(run, results, sc):

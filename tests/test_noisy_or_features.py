@@ -173,6 +173,71 @@ def test_data_start_caps_a_seeds_evidence_on_long_documents(long_documents,
     assert np.all(model._theta.max(axis=0) >= 0.3 + 0.5 / n_features - 1e-9)
 
 
+def _one_large_group_and_nine_small(n_large=910, n_small=10, width=10):
+    """Rows in 10 groups of disjoint words (``width`` words each); every row of
+    a group is the group's words. Group 0 has ``n_large`` rows, groups 1-9
+    ``n_small`` each. Returns the CSR matrix and each row's group."""
+    sizes = [n_large] + [n_small] * 9
+    group = np.repeat(np.arange(10), sizes)
+    rows = np.repeat(np.arange(group.size), width)
+    cols = (group[:, None] * width + np.arange(width)).ravel()
+    X = sp.csr_matrix((np.ones(rows.size), (rows, cols)),
+                      shape=(group.size, 10 * width))
+    return X, group
+
+
+def _seed_groups(model, width=10):
+    """The word group on which each cause's initial weights are largest."""
+    theta = model._theta
+    per_group = theta.reshape(-1, width, theta.shape[1]).sum(axis=1)  # (10, K)
+    return per_group.argmax(axis=0)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_kmeans_plusplus_start_seeds_every_group_of_rows(seed):
+    """init="k-means++" chooses the seed rows by k-means++ on the rows scaled
+    to unit norm: where 91% of the rows are copies of one document, its 10
+    seeds still start on the 10 different groups of rows (a copy of a row
+    already chosen is at distance 0, so it is never drawn again while other
+    rows remain), whereas init="data" (uniform seed rows) puts most of them
+    on copies of the large group."""
+    X, _ = _one_large_group_and_nine_small()
+    rng = np.random.RandomState(seed)
+    model = NoisyORFactorizer(10, init="k-means++", random_state=seed)
+    model._initialize(X, None, rng)
+    assert np.unique(_seed_groups(model)).size == 10
+    uniform = NoisyORFactorizer(10, init="data", random_state=seed)
+    uniform._initialize(X, None, np.random.RandomState(seed))
+    assert np.unique(_seed_groups(uniform)).size <= 5
+    # the seed weight itself is that of init="data": min(0.3, 3 / 10) per word
+    colsum = model._theta.sum(axis=0)
+    assert np.all((colsum >= 0.5 + 3.0 - 1e-9) & (colsum <= 1.5 + 3.0 + 1e-9)), colsum
+
+
+def test_kmeans_plusplus_start_fits_reproducibly_with_few_or_many_rows(monkeypatch):
+    """init="k-means++": fewer rows than causes (seeds drawn with replacement),
+    a subsample of candidate rows when there are many (``_SPREAD_ROWS``),
+    ``partial_fit``, and the same ``random_state`` gives the same fit."""
+    from skbinvi.noisy_or import _estimator
+
+    X, group = _one_large_group_and_nine_small()
+    tiny = NoisyORFactorizer(8, init="k-means++", max_iter=2, random_state=0)
+    tiny.fit(X[[0, 911, 921, 931, 941]])
+    assert np.all(np.isfinite(tiny.components_))
+    monkeypatch.setattr(_estimator, "_SPREAD_ROWS", 50)
+    distinct = sp.random(1000, 200, density=0.05, format="csr", random_state=0)
+    distinct.data[:] = 1.0
+    seeds = _estimator._spread_seeds(distinct, 10, np.random.RandomState(0))
+    assert seeds.shape == (10,) and np.unique(seeds).size == 10
+    assert seeds.min() >= 0 and seeds.max() < distinct.shape[0]
+    a = NoisyORFactorizer(10, init="k-means++", max_iter=3, random_state=4).fit(X)
+    b = NoisyORFactorizer(10, init="k-means++", max_iter=3, random_state=4).fit(X)
+    assert_allclose(a.components_, b.components_)
+    online = NoisyORFactorizer(10, init="k-means++", random_state=0)
+    online.partial_fit(X[::3]).partial_fit(X[1::3])
+    assert np.all(np.isfinite(online.components_))
+
+
 def _merged_state(inference, seed=0):
     """A model fitted on data with 6 known causes, then set to the truth except
     that cause 0 is the union of true causes 0 and 1 (weights summed, priors

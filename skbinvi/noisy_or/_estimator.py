@@ -12,8 +12,9 @@ from sklearn.base import (
     TransformerMixin,
     _fit_context,
 )
-from sklearn.cluster import KMeans
+from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.preprocessing import normalize
 from sklearn.utils import gen_batches
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
@@ -43,6 +44,35 @@ def _seed_weights(X, seeds):
     length = np.maximum(np.diff(rows.indptr), 1)
     weight = np.minimum(_SEED_WEIGHT, _SEED_EVIDENCE / length)
     return (rows.multiply(weight[:, None])).toarray().T
+
+
+# init="k-means++" picks its seed rows among a uniform subsample of this many
+# rows (or of 2 K if larger): the seeding costs O(rows K log K nnz_per_row),
+# 0.13 s for K = 150 on the 5,485 R8 training documents.
+_SPREAD_ROWS = 10_000
+
+
+def _spread_seeds(X, n_seeds, rng):
+    """Indices of ``n_seeds`` rows of X spread over the data, by k-means++.
+
+    k-means++ seeding (Arthur and Vassilvitskii, SODA 2007; scikit-learn's
+    :func:`~sklearn.cluster.kmeans_plusplus`) on the rows scaled to unit
+    Euclidean norm: a row far from the seeds already chosen is likely to be
+    the next one, so the seeds start on different groups of rows rather than
+    on near-duplicates in the largest group. Among a uniform subsample of at
+    most max(_SPREAD_ROWS, 2 n_seeds) rows; with no more rows than seeds,
+    the seeds are drawn uniformly (with replacement if fewer).
+    """
+    n_samples = X.shape[0]
+    if n_samples <= n_seeds:
+        return rng.choice(n_samples, size=n_seeds, replace=n_samples < n_seeds)
+    candidates = np.arange(n_samples)
+    cap = max(_SPREAD_ROWS, 2 * n_seeds)
+    if n_samples > cap:
+        candidates = np.sort(rng.choice(n_samples, size=cap, replace=False))
+    rows = normalize(sp.csr_matrix(X[candidates], dtype=np.float64))
+    _, chosen = kmeans_plusplus(rows, n_seeds, random_state=rng.randint(2**31 - 1))
+    return candidates[chosen]
 
 
 def _softplus_inverse(y):
@@ -216,8 +246,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         Number of latent causes K.
     inference : {"acp", "avi", "svi", "jj"}, default="acp"
         Inference method (see above).
-    init : {"data", "random"}, default="data"
-        Initialization of the weights theta. Both start from small random
+    init : {"data", "k-means++", "random"}, default="data"
+        Initialization of the weights theta. All start from small random
         weights (column sums of order one) and a leak that explains each
         feature's frequency alone. With "data", each cause also gets weight
         min(0.3, 3 / m) on the m active features of a random training row
@@ -229,6 +259,21 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         features that classify far worse (exact match 0.672 against 0.865);
         on the synthetic recovery data of the test suite 2 of 6 seeds
         recover every pattern, against 3 of 6 with "data".
+        "k-means++" seeds like "data" but chooses the seed rows by k-means++
+        (Arthur and Vassilvitskii, SODA 2007; scikit-learn's
+        :func:`~sklearn.cluster.kmeans_plusplus`) on the rows scaled to unit
+        norm, among at most 10,000 of them, so that the seeds start on
+        different groups of rows. On Reuters documents it gives a better
+        held-out ELBO (bodies and R8, K = 100 and 150, ACP and AVI, seeds 0
+        and 1: higher in 15 of 16 default fits, by 0.65 nats per document on
+        average) with about the same classification accuracy; on synthetic
+        documents where a few causes are on in most rows it is worse (by 1 to
+        21 nats per document), and on the 8 overlapping patterns of the
+        recovery data above no seed recovers every pattern (ACP and AVI),
+        which is why it is not the default. Compare the two on held-out rows
+        with :meth:`score`, for example in
+        :class:`~sklearn.model_selection.GridSearchCV`; see the user guide,
+        "Initialization and restarts".
     hidden_layer_sizes : array-like of int, default=(100,)
         Sizes of the encoder's hidden layers (at least one layer); not used
         by "svi" and "jj".
@@ -480,7 +525,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         **FIT_LOOP_CONSTRAINTS,
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "inference": [StrOptions({"acp", "avi", "svi", "jj"})],
-        "init": [StrOptions({"data", "random"})],
+        "init": [StrOptions({"data", "k-means++", "random"})],
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "activation": [StrOptions({"relu", "tanh"})],
         "n_mc_samples": [Interval(Integral, 1, None, closed="left")],
@@ -593,11 +638,14 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         # q is neither saturated on nor off for the first rows; with
         # init="data", cause k also starts with weight min(0.3, 3 / m) on the m
         # active features of a random training row (a seed, as k-means seeds on
-        # data points; see _SEED_EVIDENCE).
+        # data points; see _SEED_EVIDENCE); with init="k-means++" the seed
+        # rows are chosen by k-means++ (_spread_seeds).
         theta0 = rng.uniform(0.5, 1.5, size=(n_features, K)) / n_features
         if self.init == "data":
             seeds = rng.choice(n_samples, size=K, replace=n_samples < K)
             theta0 += _seed_weights(X, seeds)
+        elif self.init == "k-means++":
+            theta0 += _seed_weights(X, _spread_seeds(X, K, rng))
         self._theta_raw = _softplus_inverse(theta0)
         self._logit_prior = np.full(K, logit(min(0.5, 5.0 / K) if K > 1 else 0.5))
         fan_in = [n_features] + sizes[:-1]
