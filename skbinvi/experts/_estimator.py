@@ -33,6 +33,7 @@ from ._mcmc import (
     run_metropolis_hastings,
 )
 from ._variational import (
+    GaussianState,
     VariationalState,
     _init_params,
     _mean_directions,
@@ -216,8 +217,10 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         Independent runs (each with its own random start); the run with the
         highest final ``elbo_`` is kept.
     warm_start : bool, default=False
-        Continue from the fitted state ("vi", "pr": q and the auxiliaries;
-        "mcmc": the chain, which draws ``n_mcmc_samples`` new samples).
+        Continue from the fitted state ("vi", "pr": q, whose auxiliaries for
+        the rows given are recomputed at the start, as the fitted model does
+        not keep them; "mcmc": the chain, which draws ``n_mcmc_samples`` new
+        samples).
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the rows, monitor their ELBO and
         keep the best iteration's state ("vi", "pr"; "mcmc", whose samples
@@ -901,6 +904,17 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
                 "prior_std / magnitude_rate.")
 
     def _after_fit(self, X, y):
+        # The training rows' auxiliary bound parameters (c_n, d_nj, phi, xi),
+        # the weights derived from them and the scratch arrays, O(n K) each,
+        # are not part of the model: dropped, so that a fitted model and its
+        # pickle do not grow with the training set. A warm start recomputes
+        # them at the fitted q (one pass over the rows, as the first iteration
+        # of a fit does).
+        for st in self._states:
+            if isinstance(st, (VariationalState, GaussianState)):
+                st.aux = st.weights = None
+            if isinstance(st, VariationalState):
+                st.spare = None
         kind = self._kind()
         if kind == "vmf":
             self._experts = [_posterior_mean_vectors(st.beta)[None]
