@@ -497,7 +497,7 @@ def main(argv=None):
     parser.add_argument("--max-iter", type=int, default=60)
     parser.add_argument("--n-mc-samples", type=int, default=5)
     parser.add_argument("--n-entities", type=int, default=100_000)
-    parser.add_argument("--n-nonlink-samples", type=int, default=20)
+    parser.add_argument("--n-nonlink-samples", type=int, default=100)
     parser.add_argument("--learning-offset", type=float, default=1.0)
     parser.add_argument("--weights", choices=["full", "diagonal"], default="full")
     parser.add_argument("--per-epoch", action="store_true",

@@ -234,9 +234,16 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         minibatch's pairs. None: full sweeps over the listed pairs (every entity and
         the weights once per iteration). "auto": None for "unobserved",
         ``min(1000, n_entities_)`` for "nonlinks".
-    n_nonlink_samples : int, default=20
+    n_nonlink_samples : int, default=100
         "nonlinks": non-links sampled per entity and role (sender, receiver)
-        in a stochastic step.
+        in a stochastic step. Each stands for (the entity's non-links) /
+        ``n_nonlink_samples`` of them, so fewer samples make noisier steps.
+        On synthetic sparse networks of 10,000, 30,000 and 100,000 entities
+        (about 11 links per entity, ``make_sparse_relational``) 100 reached a
+        higher held-out AUC in less time than 20 (the default before 0.2):
+        at 100,000 entities 0.917 after 6 epochs (319 s) against 0.861
+        after 14 (200 s), with planted features recovered at matched AUC
+        0.941 against 0.874 (user guide, "Large sparse networks").
     max_iter : int, default=300
         Maximum number of iterations (one update of every q_id, one weight
         step; an epoch of stochastic steps).
@@ -395,7 +402,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         n_entities=None,
         unlisted_pairs="unobserved",
         batch_size="auto",
-        n_nonlink_samples=20,
+        n_nonlink_samples=100,
         max_iter=300,
         tol=1e-4,
         n_iter_no_change=10,
