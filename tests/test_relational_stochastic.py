@@ -248,6 +248,36 @@ def test_sparse_network_recovers_the_planted_features(init):
 
 
 @pytest.mark.slow
+def test_more_sampled_nonlinks_make_better_steps_on_a_large_network():
+    """The default n_nonlink_samples=100 against 20 (the former default) on
+    a 10,000-entity network of 10 planted features (about 11 links per
+    entity): each sampled non-link stands for about N / m of them, and with
+    m = 20 the steps are so noisy that after 2 epochs the held-out AUC is
+    0.816 against 0.837 with 100 (measured; the true probabilities: 0.896)."""
+    from scipy.special import ndtr, ndtri
+
+    N, D = 10_000, 10
+    intercept = float(ndtri(ndtr(-4.3) * 10))  # the degree of the 100,000 network
+    X, _ = make_sparse_relational(N, D, intercept=intercept, random_state=0)
+    rng = np.random.RandomState(1)
+    held = rng.random_sample(len(X)) < 0.1
+    s, t = rng.randint(N, size=22_000), rng.randint(N, size=22_000)
+    non = np.column_stack([s, t])[s != t][:20_000]
+    labels = np.r_[np.ones(int(held.sum())), np.zeros(len(non))]
+    auc = {}
+    for m in (20, 100):
+        model = LatentFeatureRelational(D, unlisted_pairs="nonlinks", n_entities=N,
+                                        n_nonlink_samples=m, n_mc_samples=3,
+                                        max_iter=2, tol=None, random_state=0)
+        model.fit(X[~held], np.ones(int((~held).sum()), int))
+        score = np.r_[model.predict_proba(X[held])[:, 1],
+                      model.predict_proba(non)[:, 1]]
+        auc[m] = roc_auc_score(labels, score)
+    assert LatentFeatureRelational().n_nonlink_samples == 100
+    assert auc[100] > auc[20] + 0.01, auc
+
+
+@pytest.mark.slow
 def test_partial_fit_on_chunks_trains_the_model():
     """Chunks of links streamed through partial_fit (three passes) reach the
     held-out quality of fit on the same links, and keep O(links) memory."""
