@@ -240,7 +240,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         ``n_nonlink_samples`` of them, so fewer samples make noisier steps.
         On synthetic sparse networks of 10,000, 30,000 and 100,000 entities
         (about 11 links per entity, ``make_sparse_relational``) 100 reached a
-        higher held-out AUC in less time than 20 (the default before 0.2):
+        higher held-out AUC in less time than 20 (the earlier default):
         at 100,000 entities 0.917 after 6 epochs (319 s) against 0.861
         after 14 (200 s), with planted features recovered at matched AUC
         0.941 against 0.874; at 3,000 entities both gave the same AUC, 100
