@@ -33,7 +33,8 @@ adult_start
 nonlinear
     Small real or classic non-linear tasks, standardized features, 5-fold
     stratified cross-validated accuracy (seed 0): breast cancer, digits
-    (3 vs 8, 1 vs 7, even vs odd), make_moons, make_circles, Adult (4,000 rows);
+    (3 vs 8, 1 vs 7, even vs odd, and all 10 classes: one mixture per class,
+    one-vs-rest), make_moons, make_circles, Adult (4,000 rows);
     the mixture (vi, K = 4) against one LogisticRegression and
     HistGradientBoostingClassifier.
 many_features
@@ -322,6 +323,7 @@ def _tasks(quick):
         keep = np.isin(yd, (a, b))
         tasks[f"digits {a} vs {b}"] = (Xd[keep], (yd[keep] == a).astype(int))
     tasks["digits even vs odd"] = (Xd, (yd % 2 == 0).astype(int))
+    tasks["digits (10 classes)"] = (Xd, yd)
     tasks["moons (noise 0.3)"] = make_moons(1000, noise=0.3, random_state=0)
     tasks["circles (noise 0.1)"] = make_circles(1000, noise=0.1, factor=0.5,
                                                 random_state=0)
