@@ -3,12 +3,13 @@ inference (refinement of the encoder's output), causes that stay in use, and the
 regression tests of bad settings that used to crash or return NaN."""
 
 import copy
+import re
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from numpy.testing import assert_allclose
-from scipy.special import expit
+from scipy.special import expit, logit
 from sklearn.decomposition import LatentDirichletAllocation
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
@@ -361,12 +362,22 @@ def test_split_moves_recover_merged_causes(seed):
     assert elbo[1] > elbo[0] + 1.0, elbo
 
 
-def test_unused_causes_warning_names_the_remedy():
+@pytest.mark.parametrize("inference", ["acp", "avi"])
+def test_unused_causes_warning_names_the_remedy(inference):
+    """The remedy fits the fit: "acp" is suggested only to the other methods,
+    and the message gives the room the rows leave (sum of the priors / 0.01
+    causes can be above 0.01). Before, "acp" fits were told to use "acp"."""
     X, _ = make_noisy_or(300, 30, 3, density=0.3, random_state=0)
-    model = NoisyORFactorizer(4, max_iter=2, random_state=0).fit(X)
+    model = NoisyORFactorizer(4, inference=inference, max_iter=2,
+                              random_state=0).fit(X)
     model._logit_prior[:3] = -10.0  # three of four causes unused
-    with pytest.warns(UnusedLatentWarning, match="only 1 of 4 causes.*n_components"):
+    model._logit_prior[3] = logit(0.02)
+    with pytest.warns(UnusedLatentWarning) as record:
         model._after_fit(X, None)
+    message = str(record[0].message)
+    assert re.search("only 1 of 4 causes.*0.02 causes each.*at most 2 above "
+                     "0.01: lower n_components", message), message
+    assert ("inference='acp'" in message) == (inference != "acp"), message
     model._logit_prior[:] = 0.0
     with warnings_as_errors():
         model._after_fit(X, None)

@@ -1474,12 +1474,20 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         online = getattr(self, "_online", False)
         n_empty = 0 if online else int(np.sum(self.prior_ * n_samples < 1.0))
         if n_used < self.n_components / 2:
-            self._warn_unused(
-                n_used, self.n_components, "causes", f"prior > {_DEAD_PRIOR}",
-                "Lower n_components, or use inference='acp' (its posterior, "
-                "computed from the causes' weights, keeps more causes in use) "
-                "or a smaller learning_rate.",
-            )
+            # the rows use sum(prior) causes each in expectation, so at most
+            # sum(prior) / 0.01 causes can have a prior above 0.01
+            per_row = float(self.prior_.sum())
+            remedy = (f"The rows use {per_row:.2g} causes each in expectation, "
+                      f"room for at most {int(per_row / _DEAD_PRIOR)} above "
+                      f"{_DEAD_PRIOR}: lower n_components")
+            if self.inference == "acp":
+                remedy += "."
+            else:
+                remedy += (", or use inference='acp' (its posterior, computed from "
+                           "the causes' weights, keeps more causes in use) or a "
+                           "smaller learning_rate.")
+            self._warn_unused(n_used, self.n_components, "causes",
+                              f"prior > {_DEAD_PRIOR}", remedy)
         elif n_empty > 0:
             # none after the default 10 epochs on Reuters bodies, R8, headlines
             # or MNIST; they appear with more epochs, while the held-out
