@@ -29,7 +29,7 @@ import inspect
 import os
 import time
 import warnings
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 import sklearn
@@ -39,6 +39,8 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
+
+from ._validation import IntInterval
 
 __all__ = ["BaseVariational", "FIT_LOOP_CONSTRAINTS", "UnusedLatentWarning"]
 
@@ -86,10 +88,10 @@ def _user_stacklevel():
 #: Parameter constraints of the fit-loop parameters, merged by every estimator
 #: into its ``_parameter_constraints``.
 FIT_LOOP_CONSTRAINTS = {
-    "max_iter": [Interval(Integral, 1, None, closed="left")],
+    "max_iter": [IntInterval(1, None, closed="left")],
     "tol": [Interval(Real, 0, None, closed="left"), None],
-    "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-    "n_init": [Interval(Integral, 1, None, closed="left")],
+    "n_iter_no_change": [IntInterval(1, None, closed="left")],
+    "n_init": [IntInterval(1, None, closed="left")],
     "warm_start": ["boolean"],
     "early_stopping": ["boolean"],
     "validation_fraction": [Interval(Real, 0, 1, closed="neither")],

@@ -1,8 +1,40 @@
-"""Input checks shared by the estimators: binary data, binarization."""
+"""Input checks shared by the estimators: binary data, binarization, counts."""
+
+from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_non_negative
+
+
+class IntInterval(Interval):
+    """An integer range for ``_parameter_constraints`` that refuses booleans.
+
+    scikit-learn's ``Interval(Integral, ...)`` accepts ``True`` and ``False``
+    (``bool`` is an ``Integral``), so ``n_components=True`` passed validation
+    and failed later with NumPy's "an integer is required". This constraint
+    refuses them with the usual ``InvalidParameterError`` (a ``ValueError``
+    and ``TypeError``).
+
+    Parameters
+    ----------
+    left, right : int or None
+        Bounds of the range (None: unbounded).
+    closed : {"left", "right", "both", "neither"}, default="left"
+        Which bounds belong to the range.
+    """
+
+    def __init__(self, left, right=None, *, closed="left"):
+        super().__init__(Integral, left, right, closed=closed)
+
+    def is_satisfied_by(self, val):
+        if isinstance(val, (bool, np.bool_)):
+            return False
+        return super().is_satisfied_by(val)
+
+    def __str__(self):
+        return super().__str__().replace("an int ", "an int (not a bool) ", 1)
 
 
 def check_binary(X, *, binarize, whom):

@@ -184,3 +184,71 @@ def test_a_structural_parameter_set_after_fit_is_a_clear_error(estimator, change
     # a fresh fit with the new value works
     model.set_params(**change).fit(*args)
     assert model.n_iter_ >= 1
+
+
+_COUNT_PARAMETERS = [
+    (NoisyORFactorizer(n_components=3, hidden_layer_sizes=(8,), n_elbo_samples=20),
+     ["n_components", "max_iter", "n_mc_samples", "n_init"]),
+    (LatentFeatureRelational(n_components=3),
+     ["n_components", "max_iter", "n_mc_samples", "n_nonlink_samples"]),
+    (DiversityMixtureOfExperts(n_components=2),
+     ["n_components", "max_iter", "inner_max_iter", "thin"]),
+]
+
+
+@pytest.mark.parametrize(("estimator", "names"), _COUNT_PARAMETERS,
+                         ids=lambda v: type(v).__name__ if hasattr(v, "fit") else "")
+@pytest.mark.parametrize("flag", [True, False, np.True_])
+def test_a_boolean_is_not_a_count(estimator, names, flag):
+    """``bool`` is an ``Integral``, so scikit-learn's ``Interval(Integral, ...)``
+    let ``n_components=True`` through to a later "an integer is required"
+    TypeError from NumPy; every count parameter now refuses booleans."""
+    from sklearn.base import clone
+
+    X, y = _tiny_fit_data(estimator)
+    for name in names:
+        model = clone(estimator).set_params(**{name: flag})
+        with pytest.raises(ValueError, match=rf"'{name}' parameter.*not a bool"):
+            model.fit(X) if y is None else model.fit(X, y)
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("diversity_strength", 1.01e8), ("diversity_strength", 1e300),
+    ("prior_std", 1e101), ("prior_std", 1e200), ("prior_std", 1e-101),
+    ("prior_std", 1e-300)])
+@pytest.mark.parametrize("inference", ["vi", "mcmc", "gaussian"])
+def test_extreme_prior_scales_are_a_clear_error(name, value, inference):
+    """diversity_strength >= 2e9 made SciPy's ive return NaN, after which the
+    Bessel series asked for memory proportional to kappa (201 GiB at 2e9; the
+    "mcmc" process was killed); prior_std = 1e200 overflowed sigma^2 and 1e-300
+    leaked divide-by-zero warnings. The documented ranges are now checked."""
+    X, y = _tiny_fit_data(DiversityMixtureOfExperts())
+    kw = (dict(prior="gaussian", inference="vi") if inference == "gaussian"
+          else dict(inference=inference))
+    model = DiversityMixtureOfExperts(n_components=2, max_iter=2, **kw,
+                                      **{name: value})
+    with pytest.raises(ValueError, match=rf"'{name}' parameter.*range"):
+        model.fit(X, y)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::skbinvi.UnusedLatentWarning")
+@pytest.mark.parametrize(("name", "value"), [
+    ("diversity_strength", 1e8), ("prior_std", 1e100), ("prior_std", 1e-100)])
+@pytest.mark.parametrize("inference", ["vi", "pr", "mcmc", "gaussian"])
+def test_prior_scales_at_the_ends_of_their_range_fit(name, value, inference):
+    """The ends of the documented ranges fit, with finite results and no
+    RuntimeWarning (overflow, divide by zero, invalid value)."""
+    import warnings
+
+    X, y = _tiny_fit_data(DiversityMixtureOfExperts())
+    kw = (dict(prior="gaussian", inference="vi") if inference == "gaussian"
+          else dict(inference=inference))
+    model = DiversityMixtureOfExperts(n_components=2, max_iter=2, burn_in=10,
+                                      n_mcmc_samples=10, random_state=0, **kw,
+                                      **{name: value})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        model.fit(X, y)
+        proba = model.predict_proba(X)
+    assert np.all(np.isfinite(proba)) and np.isfinite(model.elbo_)

@@ -598,6 +598,23 @@ def test_bad_input_raises_clear_errors(X, y, match):
         LatentFeatureRelational(2, max_iter=2).fit(X, y)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_float16_ids_fit_without_overflow_warnings():
+    """The 2**62 bound on the ids overflowed a float16 array's dtype and
+    leaked "overflow encountered" RuntimeWarnings; float16 ids are a valid
+    (if odd) way to pass integer ids and fit like int64 ones."""
+    import warnings
+
+    X = np.array([[0, 1], [1, 2], [2, 0], [0, 2], [1, 0], [2, 1]])
+    y = np.array([1, 0, 1, 0, 1, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        m16 = LatentFeatureRelational(2, max_iter=3, random_state=0).fit(
+            X.astype(np.float16), y)
+    m64 = LatentFeatureRelational(2, max_iter=3, random_state=0).fit(X, y)
+    np.testing.assert_allclose(m16.predict_proba(X), m64.predict_proba(X))
+
+
 def test_sparse_ids_within_the_slack_are_fine():
     """Ids up to 4 x distinct + 100 000 are accepted (O(largest id) memory)."""
     X = np.array([[0, 5000], [1, 2], [2, 0], [5000, 1]])

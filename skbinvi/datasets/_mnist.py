@@ -5,8 +5,9 @@ from numbers import Integral
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import Bunch, check_random_state
-from sklearn.utils._param_validation import Interval, validate_params
+from sklearn.utils._param_validation import validate_params
 
+from .._validation import IntInterval
 from ._base import _resource
 
 __all__ = ["load_binary_mnist", "make_multi_mnist"]
@@ -169,8 +170,8 @@ def _check_source_indices(source_indices):
 
 @validate_params(
     {
-        "n_samples": [Interval(Integral, 1, None, closed="left")],
-        "n_digits": [Interval(Integral, 1, None, closed="left"), tuple, list],
+        "n_samples": [IntInterval(1, None, closed="left")],
+        "n_digits": [IntInterval(1, None, closed="left"), tuple, list],
         "distinct_labels": ["boolean"],
         "source_indices": [None, "array-like"],
         "sparse": ["boolean"],

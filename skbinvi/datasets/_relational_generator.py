@@ -1,26 +1,28 @@
 """Synthetic relational data (undirected or directed, one or many relations)
 from a latent feature (probit) model."""
 
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from scipy.special import ndtr
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 
+from .._validation import IntInterval
+
 __all__ = ["make_relational", "make_sparse_relational"]
 
 
 @validate_params(
     {
-        "n_entities": [Interval(Integral, 2, None, closed="left")],
-        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "n_entities": [IntInterval(2, None, closed="left")],
+        "n_components": [IntInterval(1, None, closed="left")],
         "density": [Interval(Real, 0, 1, closed="both")],
         "weights": ["array-like", None],
         "intercept": [Interval(Real, None, None, closed="neither")],
         "weight_scale": [Interval(Real, 0, None, closed="neither")],
         "directed": ["boolean"],
-        "n_relations": [Interval(Integral, 1, None, closed="left")],
+        "n_relations": [IntInterval(1, None, closed="left")],
         "full_weights": ["boolean"],
         "random_state": ["random_state"],
     },
@@ -257,12 +259,12 @@ def _draw_dense_block(senders, receivers, n_links, N, R, r, rng):
 
 @validate_params(
     {
-        "n_entities": [Interval(Integral, 2, None, closed="left")],
-        "n_components": [Interval(Integral, 1, 16, closed="both")],
+        "n_entities": [IntInterval(2, None, closed="left")],
+        "n_components": [IntInterval(1, 16, closed="both")],
         "density": [Interval(Real, 0, 1, closed="both")],
         "intercept": [Interval(Real, None, None, closed="neither")],
         "weight": [Interval(Real, None, None, closed="neither")],
-        "n_relations": [Interval(Integral, 1, None, closed="left")],
+        "n_relations": [IntInterval(1, None, closed="left")],
         "random_state": ["random_state"],
     },
     prefer_skip_nested_validation=True,

@@ -1,18 +1,20 @@
 """Synthetic data with known ground truth, for tests, examples and benchmarks."""
 
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 
+from .._validation import IntInterval
+
 
 @validate_params(
     {
-        "n_samples": [Interval(Integral, 1, None, closed="left")],
-        "n_features": [Interval(Integral, 1, None, closed="left")],
-        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "n_samples": [IntInterval(1, None, closed="left")],
+        "n_features": [IntInterval(1, None, closed="left")],
+        "n_components": [IntInterval(1, None, closed="left")],
         "density": [Interval(Real, 0, 1, closed="right")],
         "prior": [Interval(Real, 0, 1, closed="both"), "array-like"],
         "weight": [Interval(Real, 0, None, closed="neither")],
@@ -262,7 +264,7 @@ def _check_patterns(patterns):
 
 @validate_params(
     {
-        "n_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_samples": [IntInterval(1, None, closed="left")],
         "patterns": [None, "array-like"],
         "prior": [Interval(Real, 0, 1, closed="both"), "array-like"],
         "weight": [Interval(Real, 0, None, closed="neither")],

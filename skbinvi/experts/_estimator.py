@@ -2,7 +2,7 @@
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from numbers import Integral, Real
+from numbers import Real
 
 import numba
 import numpy as np
@@ -21,8 +21,9 @@ from sklearn.utils.validation import validate_data
 from threadpoolctl import threadpool_limits
 
 from .._base import FIT_LOOP_CONSTRAINTS, BaseVariational
+from .._validation import IntInterval
 from ._angular import mutual_angles
-from ._ascent import ObjectiveConfig, prior_constants
+from ._ascent import KAPPA_MAX, ObjectiveConfig, prior_constants
 from ._bounds import use_parallel
 from ._mcmc import (
     ADAPT_BLOCK,
@@ -51,6 +52,9 @@ from ._vmf import vmf_entropy
 # iterations of the BMEM-G variational fit that starts "vi" and "pr"
 # (init="bmemg") and the MCMC chain
 _BMEMG_INIT_ITER = 10
+# the range of prior_std: sigma^2 and 1 / sigma^2 stay finite with room to spare
+_PRIOR_STD_MIN = 1e-100
+_PRIOR_STD_MAX = 1e100
 # scale of the random means of a BMEM-G fit (N(0, scale^2 / p) per entry): a
 # start close to zero lets the data, not the draw, split the rows (on the
 # two-regime task of the tests, 1.0 ends in lower ELBO optima for most seeds)
@@ -177,8 +181,11 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         fit would need more than 2e7 covariance entries (K p^2), "bmemg"
         falls back to "random".
     diversity_strength : float, default=1.0
-        kappa >= 0 of the MABN prior ("vi", "mcmc"); 0 means uniform,
-        independent directions. Tune it by cross-validation ([1]_).
+        kappa of the MABN prior ("vi", "mcmc"), in [0, 1e8]; 0 means uniform,
+        independent directions. Beyond 1e8 a von Mises-Fisher distribution
+        is a point mass to double precision (angular spread 1e-4 radians),
+        so larger values raise a ``ValueError``. Tune it by cross-validation
+        ([1]_).
     expert_regularization, gate_regularization : float, default=1.0
         lambda_1, lambda_2 >= 0 of "pr" (nats per radian of Omega).
     angle_variance_weight : float, default=0.0
@@ -187,8 +194,9 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         alpha_1, alpha_2 > 0: Gamma(shape, rate) prior of every magnitude g
         (prior mean alpha_1 / alpha_2 = 4).
     prior_std : float, default=1.0
-        sigma > 0 of the Gaussian prior (prior="gaussian", and of the BMEM-G
-        start).
+        sigma of the Gaussian prior (prior="gaussian", and of the BMEM-G
+        start), in [1e-100, 1e100] (so that sigma^2 and 1 / sigma^2 are
+        finite); values outside raise a ``ValueError``.
     fit_intercept : bool, default=True
         Append a constant feature to X, so that every expert and gate has an
         intercept (it is part of the vector the prior acts on). The root of
@@ -378,26 +386,26 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
 
     _parameter_constraints: dict = {
         **FIT_LOOP_CONSTRAINTS,
-        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "n_components": [IntInterval(1, None, closed="left")],
         "inference": [StrOptions({"vi", "mcmc", "pr"})],
         "prior": [StrOptions({"mabn", "gaussian"})],
         "init": [StrOptions({"bmemg", "random"})],
-        "diversity_strength": [Interval(Real, 0, None, closed="left")],
+        "diversity_strength": [Interval(Real, 0, KAPPA_MAX, closed="both")],
         "expert_regularization": [Interval(Real, 0, None, closed="left")],
         "gate_regularization": [Interval(Real, 0, None, closed="left")],
         "angle_variance_weight": [Interval(Real, 0, None, closed="left")],
         "magnitude_shape": [Interval(Real, 0, None, closed="neither")],
         "magnitude_rate": [Interval(Real, 0, None, closed="neither")],
-        "prior_std": [Interval(Real, 0, None, closed="neither")],
+        "prior_std": [Interval(Real, _PRIOR_STD_MIN, _PRIOR_STD_MAX, closed="both")],
         "fit_intercept": ["boolean"],
-        "inner_max_iter": [Interval(Integral, 1, None, closed="left")],
+        "inner_max_iter": [IntInterval(1, None, closed="left")],
         "init_concentration": [Interval(Real, 0, None, closed="neither")],
-        "n_mcmc_samples": [Interval(Integral, 1, None, closed="left")],
-        "burn_in": [Interval(Integral, 0, None, closed="left")],
-        "thin": [Interval(Integral, 1, None, closed="left")],
+        "n_mcmc_samples": [IntInterval(1, None, closed="left")],
+        "burn_in": [IntInterval(0, None, closed="left")],
+        "thin": [IntInterval(1, None, closed="left")],
         "proposal_concentration": [Interval(Real, 0, None, closed="left")],
         "proposal_scale": [Interval(Real, 0, None, closed="neither")],
-        "n_em_iter": [Interval(Integral, 0, None, closed="left")],
+        "n_em_iter": [IntInterval(0, None, closed="left")],
     }
 
     def __init__(

@@ -23,7 +23,7 @@ from threadpoolctl import threadpool_limits
 
 from .._base import FIT_LOOP_CONSTRAINTS, BaseVariational
 from .._optim import Adam
-from .._validation import check_binary
+from .._validation import IntInterval, check_binary
 from . import _encoder, _jaakkola_jordan, _kernels
 
 # Weight of a seed row's features in init="data": large enough that Adam grows
@@ -523,25 +523,25 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
     _parameter_constraints: dict = {
         **FIT_LOOP_CONSTRAINTS,
-        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "n_components": [IntInterval(1, None, closed="left")],
         "inference": [StrOptions({"acp", "avi", "svi", "jj"})],
         "init": [StrOptions({"data", "k-means++", "random"})],
-        "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
+        "hidden_layer_sizes": ["array-like", IntInterval(1, None, closed="left")],
         "activation": [StrOptions({"relu", "tanh"})],
-        "n_mc_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_mc_samples": [IntInterval(1, None, closed="left")],
         "temperature": [Interval(Real, 0, None, closed="neither")],
         "min_temperature": [Interval(Real, 0, None, closed="neither")],
         "temperature_decay": [Interval(Real, 0, None, closed="left")],
-        "batch_size": [Interval(Integral, 1, None, closed="left"),
+        "batch_size": [IntInterval(1, None, closed="left"),
                        StrOptions({"auto"})],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "binarize": [None, Interval(Real, 0, None, closed="left")],
-        "n_local_steps": [Interval(Integral, 1, None, closed="left")],
-        "n_transform_steps": [Interval(Integral, 1, None, closed="left")],
-        "n_refine_steps": [Interval(Integral, 0, None, closed="left")],
+        "n_local_steps": [IntInterval(1, None, closed="left")],
+        "n_transform_steps": [IntInterval(1, None, closed="left")],
+        "n_refine_steps": [IntInterval(0, None, closed="left")],
         "transform_output": [StrOptions({"logit", "probability"})],
         "split_moves": ["boolean"],
-        "n_elbo_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_elbo_samples": [IntInterval(1, None, closed="left")],
     }
 
     def __init__(

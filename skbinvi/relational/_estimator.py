@@ -14,6 +14,7 @@ from sklearn.utils.validation import validate_data
 from threadpoolctl import threadpool_limits
 
 from .._base import FIT_LOOP_CONSTRAINTS, BaseVariational
+from .._validation import IntInterval
 from . import _kernels
 
 # Logits are kept in [-_MAX_LOGIT, _MAX_LOGIT] so that log q and log(1 - q)
@@ -367,24 +368,24 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
 
     _parameter_constraints: dict = {
         **FIT_LOOP_CONSTRAINTS,
-        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "n_components": [IntInterval(1, None, closed="left")],
         "weights": [StrOptions({"full", "diagonal"})],
         "inference": [StrOptions({"mcvi", "cavi", "score"})],
         "init": [StrOptions({"auto", "spectral", "nmf", "random"})],
         "feature_prior": [Interval(Real, 0, 1, closed="neither")],
         "alpha": [Interval(Real, 0, None, closed="left")],
-        "n_mc_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_mc_samples": [IntInterval(1, None, closed="left")],
         "learning_offset": [Interval(Real, 1, None, closed="left")],
         "learning_decay": [Interval(Real, 0.5, 1, closed="right")],
-        "n_elbo_samples": [Interval(Integral, 1, None, closed="left")],
-        "n_entities": [None, Interval(Integral, 2, None, closed="left")],
+        "n_elbo_samples": [IntInterval(1, None, closed="left")],
+        "n_entities": [None, IntInterval(2, None, closed="left")],
         "unlisted_pairs": [StrOptions({"unobserved", "nonlinks"})],
         "batch_size": [
             None,
             StrOptions({"auto"}),
-            Interval(Integral, 1, None, closed="left"),
+            IntInterval(1, None, closed="left"),
         ],
-        "n_nonlink_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_nonlink_samples": [IntInterval(1, None, closed="left")],
     }
 
     def __init__(
@@ -500,7 +501,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
                 f"Negative values in data passed to {name}: entity and relation ids "
                 f"must be non-negative; got {X.min()!r}."
             )
-        if X.max() >= 2**62:
+        # (compared as Python numbers: 2**62 overflows a float16 X's dtype)
+        if int(X.max()) >= 2**62:
             raise ValueError(
                 f"Ids must be smaller than 2**62; got {X.max()!r}. Remap them to "
                 "0, 1, 2, ... first, e.g. with ids, inverse = np.unique(X[:, :2], "
