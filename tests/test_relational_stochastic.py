@@ -432,6 +432,49 @@ def test_unused_features_warn_with_the_package_warning():
                                 random_state=0).fit(X, y)
 
 
+def _weak_sbm(seed):
+    """Three assortative blocks of 40 entities, link probability 0.25 within
+    and 0.03 between (weak signal: the true probabilities rank held-out
+    pairs at AUC 0.75), every pair listed once; a fifth held out."""
+    rng = np.random.RandomState(seed)
+    block = np.repeat([0, 1, 2], 40)
+    i, j = np.triu_indices(120, 1)
+    p = np.where(block[i] == block[j], 0.25, 0.03)
+    y = (rng.random_sample(p.size) < p).astype(int)
+    test = rng.random_sample(p.size) < 0.2
+    return np.c_[i, j], y, test, p
+
+
+def test_a_fit_that_collapsed_to_the_prior_warns():
+    """On a weakly assortative network, "cavi" with diagonal weights falls to
+    the fixed point where every entity keeps the same feature probabilities
+    and the weights vanish (held-out AUC 0.50). The old test of a dead
+    feature (some entity with q > 1/2) counted all 10 features as used; the
+    spread of q across entities finds none, and the warning names the
+    defaults, which on the same data keep their features and rank the
+    held-out pairs as well as the true probabilities do."""
+    import warnings
+
+    from sklearn.metrics import roc_auc_score
+
+    from skbinvi import UnusedLatentWarning
+
+    X, y, test, p = _weak_sbm(0)
+    with pytest.warns(UnusedLatentWarning,
+                      match=r"only 0 of 10 features.*collapsed.*inference='mcvi'"):
+        collapsed = LatentFeatureRelational(inference="cavi", weights="diagonal",
+                                            random_state=0).fit(X[~test], y[~test])
+    q = collapsed.latent_features_
+    assert np.all(q.max(axis=0) - q.min(axis=0) < 0.5)
+    assert roc_auc_score(y[test], collapsed.decision_function(X[test])) < 0.6
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = LatentFeatureRelational(random_state=0).fit(X[~test], y[~test])
+    assert not any("collapsed" in str(w.message) for w in caught)
+    oracle = roc_auc_score(y[test], p[test])
+    assert roc_auc_score(y[test], model.decision_function(X[test])) > oracle - 0.03
+
+
 def test_probit_curvature_is_minus_the_second_derivative():
     from scipy.special import log_ndtr
 

@@ -27,8 +27,11 @@ _ID_SLACK = 100_000
 # ... and relation ids (each unused relation id below the largest costs a
 # weight matrix and, with full weights, a (1 + D^2)^2 weight system)
 _RELATION_SLACK = 100
-# A feature is "unused" when no entity has it with probability above 1/2.
-_DEAD_FEATURE = 0.5
+# A feature is "in use" when it separates entities: its probability q_id
+# differs by at least this much between two entities that have pairs. A
+# feature left at (or near) the same value for every entity, such as the
+# prior 1/2 of a fit that collapsed, carries no information about any pair.
+_FEATURE_SPREAD = 0.5
 # share of |best ELBO| below the best beyond which a full-sweep iteration
 # restarts the patience of the tol rule (see _plateau_band)
 _PLATEAU_FRACTION = 0.1
@@ -609,8 +612,13 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         Warns
         -----
         ConvergenceWarning
-            If ``max_iter`` iterations ran without meeting the ``tol`` rule,
-            or if more than half of the features end unused.
+            If ``max_iter`` iterations ran without meeting the ``tol`` rule.
+        UnusedLatentWarning
+            If more than half of the features end unused: a feature is in
+            use when its probability differs by at least 1/2 between two
+            entities that have pairs. With none in use the fit collapsed to
+            the prior (see the User Guide, "Weak signal: fits that
+            collapse").
         """
         if y is None:
             raise ValueError(
@@ -1361,16 +1369,37 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             self._store = None  # fit keeps no copy of the data
         self._set_public()
         pairs_degree = np.bincount(X[:, :2].ravel(), minlength=self.n_entities_) > 0
-        used = (self.latent_features_[pairs_degree] > _DEAD_FEATURE).any(axis=0)
+        q = self.latent_features_[pairs_degree]
+        used = (q.max(axis=0) - q.min(axis=0)) >= _FEATURE_SPREAD
         n_used = int(used.sum())
         if n_used < self.n_components / 2:
+            if n_used == 0:
+                remedy = (
+                    "The fit collapsed: every entity kept nearly the same "
+                    "feature probabilities, and the predictions are those of "
+                    "the bias alone."
+                )
+                if self.inference != "mcvi" or self._diag:
+                    remedy += (
+                        " Try inference='mcvi' with weights='full' (the "
+                        "defaults), which kept its features on weakly "
+                        "assortative networks where this method collapsed "
+                        "(see the User Guide),"
+                    )
+                else:
+                    remedy += " Try"
+                remedy += " n_init > 1 or another init."
+            else:
+                remedy = (
+                    "Lower n_components; a feature_prior near 0 also switches "
+                    "features off."
+                )
             self._warn_unused(
                 n_used,
                 self.n_components,
                 "features",
-                f"some entity has q > {_DEAD_FEATURE}",
-                "Lower n_components; a feature_prior near 0 also switches features "
-                "off.",
+                f"q differs by at least {_FEATURE_SPREAD} between two entities",
+                remedy,
             )
 
     def __getstate__(self):
