@@ -212,6 +212,32 @@ def test_a_boolean_is_not_a_count(estimator, names, flag):
             model.fit(X) if y is None else model.fit(X, y)
 
 
+@pytest.mark.parametrize("estimator", [NoisyORFactorizer(), LatentFeatureRelational(),
+                                       DiversityMixtureOfExperts()],
+                         ids=lambda e: type(e).__name__)
+def test_every_integer_parameter_refuses_booleans(estimator):
+    """No parameter constraint of any estimator is scikit-learn's bare
+    ``Interval(Integral, ...)`` (which accepts True): every integer range is
+    an ``IntInterval``, and each refuses True and False while accepting its
+    lower bound."""
+    from numbers import Integral
+
+    from sklearn.utils._param_validation import Interval
+
+    from skbinvi._validation import IntInterval
+
+    n_checked = 0
+    for name, constraints in type(estimator)._parameter_constraints.items():
+        for c in constraints:
+            if isinstance(c, Interval) and c.type is Integral:
+                assert isinstance(c, IntInterval), name
+                assert not c.is_satisfied_by(True) and not c.is_satisfied_by(False)
+                low = c.left if c.closed in ("left", "both") else c.left + 1
+                assert c.is_satisfied_by(low) and c.is_satisfied_by(np.int64(low))
+                n_checked += 1
+    assert n_checked >= 4
+
+
 @pytest.mark.parametrize(("name", "value"), [
     ("diversity_strength", 1.01e8), ("diversity_strength", 1e300),
     ("prior_std", 1e101), ("prior_std", 1e200), ("prior_std", 1e-101),
