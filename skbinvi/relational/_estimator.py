@@ -1374,21 +1374,18 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         n_used = int(used.sum())
         if n_used < self.n_components / 2:
             if n_used == 0:
+                remedies = ["n_init > 1", "another init"]
+                if self.inference != "mcvi" or self._diag:
+                    remedies.insert(0, (
+                        "inference='mcvi' with weights='full' (the defaults, "
+                        "which kept their features on weakly assortative "
+                        "networks where this method collapsed; see the User "
+                        "Guide)"))
                 remedy = (
                     "The fit collapsed: every entity kept nearly the same "
                     "feature probabilities, and the predictions are those of "
-                    "the bias alone."
+                    f"the bias alone. Try {', or '.join(remedies)}."
                 )
-                if self.inference != "mcvi" or self._diag:
-                    remedy += (
-                        " Try inference='mcvi' with weights='full' (the "
-                        "defaults), which kept its features on weakly "
-                        "assortative networks where this method collapsed "
-                        "(see the User Guide),"
-                    )
-                else:
-                    remedy += " Try"
-                remedy += " n_init > 1 or another init."
             else:
                 remedy = (
                     "Lower n_components; a feature_prior near 0 also switches "
