@@ -134,8 +134,16 @@ def test_relaxed_elbo_gradients_finite_differences(name):
     assert_allclose(grad, numeric, rtol=1e-6, atol=1e-7)
 
 
-def test_discrete_elbo_matches_reference_and_is_row_independent():
-    X, theta, leak, logit_q, logit_prior, _ = _problem(seed=3, B=6)
+# (K, D, logit scale): few causes; more free causes (0 < q < 1 in the samples)
+# than the 62 that _sample_groups packs into keys (the ungrouped path); long
+# rows with most causes on or off in every sample (the fixed part of u)
+_ELBO_CASES = [(3, 9, 1.0), (80, 30, 0.3), (20, 300, 12.0)]
+
+
+@pytest.mark.parametrize("K, D, scale", _ELBO_CASES)
+def test_discrete_elbo_matches_reference_and_is_row_independent(K, D, scale):
+    X, theta, leak, logit_q, logit_prior, _ = _problem(seed=3, B=6, K=K, D=D)
+    logit_q = logit_q * scale
     rng = np.random.default_rng(0)
     uniforms = rng.random((50, theta.shape[1]))
     out = np.empty(X.shape[0])
@@ -379,6 +387,35 @@ def _exact_log_likelihood(x, theta, leak, logit_prior):
     return np.log(total)
 
 
+def _reference_importance_log_likelihood(x, theta, leak, logit_q, logit_prior,
+                                         uniforms):
+    """NumPy log mean exp(log p(x, z_s) - log q(z_s)) of each row, same samples."""
+    q, mu = expit(logit_q), expit(logit_prior)
+    out = np.empty(x.shape[0])
+    for n in range(x.shape[0]):
+        z = (uniforms < q[n]).astype(float)
+        u = leak + z @ theta.T
+        log_lik = np.where(x[n] == 1, np.log(-np.expm1(-u)), -u).sum(1)
+        log_prior = (z * np.log(mu) + (1 - z) * np.log(1 - mu)).sum(1)
+        log_q = (z * np.log(q[n]) + (1 - z) * np.log(1 - q[n])).sum(1)
+        w = log_lik + log_prior - log_q
+        out[n] = w.max() + np.log(np.mean(np.exp(w - w.max())))
+    return out
+
+
+@pytest.mark.parametrize("K, D, scale", _ELBO_CASES)
+def test_importance_log_likelihood_matches_reference(K, D, scale):
+    X, theta, leak, logit_q, logit_prior, _ = _problem(seed=11, B=5, D=D, K=K)
+    logit_q = logit_q * scale
+    uniforms = np.random.default_rng(5).random((64, K))
+    out = np.empty(X.shape[0])
+    _kernels.importance_log_likelihood(*_csr(X), theta, leak, theta.sum(0), leak.sum(),
+                                       logit_q, logit_prior, uniforms, out)
+    expected = _reference_importance_log_likelihood(X.toarray(), theta, leak, logit_q,
+                                                    logit_prior, uniforms)
+    assert_allclose(out, expected, rtol=1e-12)
+
+
 def test_importance_log_likelihood_reference_and_bounds():
     X, theta, leak, logit_q, logit_prior, _ = _problem(seed=11, B=4, D=10, K=3)
     x = X.toarray()
@@ -388,16 +425,9 @@ def test_importance_log_likelihood_reference_and_bounds():
     out = np.empty(4)
     _kernels.importance_log_likelihood(*_csr(X), theta, leak, theta.sum(0), leak.sum(),
                                        logit_q, logit_prior, uniforms, out)
-    q, mu = expit(logit_q), expit(logit_prior)
-    for n in range(4):
-        z = (uniforms < q[n]).astype(float)
-        u = leak + z @ theta.T
-        log_lik = np.where(x[n] == 1, np.log(-np.expm1(-u)), -u).sum(1)
-        log_prior = (z * np.log(mu) + (1 - z) * np.log(1 - mu)).sum(1)
-        log_q = (z * np.log(q[n]) + (1 - z) * np.log(1 - q[n])).sum(1)
-        w = log_lik + log_prior - log_q
-        expected = w.max() + np.log(np.mean(np.exp(w - w.max())))
-        assert_allclose(out[n], expected, rtol=1e-12)
+    expected = _reference_importance_log_likelihood(x, theta, leak, logit_q,
+                                                    logit_prior, uniforms)
+    assert_allclose(out, expected, rtol=1e-12)
     # many samples: close to the exact log-likelihood and above the exact ELBO
     uniforms = rng.random((40000, 3))
     _kernels.importance_log_likelihood(*_csr(X), theta, leak, theta.sum(0), leak.sum(),

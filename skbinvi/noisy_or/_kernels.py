@@ -32,7 +32,6 @@ from .._math import (
     LOG1MEXP_WORK_ROWS,
     SOFTPLUS_BLOCK,
     exp_array,
-    log1mexp,
     log1mexp_array,
     log_array,
     log_sigmoid,
@@ -324,6 +323,13 @@ def _sample_groups(q, uniforms, umin, umax, keys, group, rep):
     return n_groups
 
 
+@njit(error_model="numpy")
+def _add_row(total, row):
+    """``total[:] += row[:total.size]`` in place (a loop that compiles to SIMD)."""
+    for j in range(total.shape[0]):
+        total[j] += row[j]
+
+
 @njit
 def discrete_elbo(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
                   logit_prior, uniforms, out):
@@ -376,7 +382,7 @@ def discrete_elbo(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     longest = _longest_row(indptr)
     size = max(longest, _U_CHUNK)
     u_fixed = np.empty(longest)
-    free_on = np.empty(K, dtype=np.int64)
+    theta_free = np.empty((K, longest))
     u = np.empty(size)
     f = np.empty(size)
     df = np.empty(size)
@@ -405,22 +411,20 @@ def discrete_elbo(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
                 if q[k] > umax[k]:
                     ui += theta[i, k]
             u_fixed[j - start] = ui
+            # the free causes' weights of the row's words, one contiguous
+            # row per cause: the sums over a sample's causes below are then
+            # additions of whole rows, which compile to SIMD instructions
+            for t in range(n_free):
+                theta_free[t, j - start] = theta[i, on[t]]
         first = 0  # first group of the chunk in u
         for g in range(n_groups):
             s = rep[g]
-            n_on = 0
-            for t in range(n_free):
-                k = on[t]
-                if uniforms[s, k] < q[k]:
-                    free_on[n_on] = k
-                    n_on += 1
             pos = (g - first) * m
-            for j in range(start, stop):
-                i = indices[j]
-                ui = u_fixed[j - start]
-                for t in range(n_on):
-                    ui += theta[i, free_on[t]]
-                u[pos + j - start] = ui
+            u_g = u[pos:pos + m]
+            u_g[:] = u_fixed[:m]
+            for t in range(n_free):
+                if uniforms[s, on[t]] < q[on[t]]:
+                    _add_row(u_g, theta_free[t])
             if g == n_groups - 1 or pos + 2 * m > size:
                 # sum_{i in A} log(1 - exp(-u_si)) of the chunk's samples
                 end = pos + m
@@ -845,13 +849,26 @@ def log_importance_weights(indptr, indices, theta, leak, colsum, leak_sum, logit
     q = np.empty(K)
     for k in range(K):
         q[k] = sigmoid(logit_q[n, k])
+    start = indptr[n]
+    m = indptr[n + 1] - start
+    # the weights of the row's words one contiguous row per cause, and the
+    # leaks: u of a sample is the leak row plus whole rows (SIMD additions),
+    # and log(1 - e^{-u}) is evaluated by the vectorized log1mexp_array
+    theta_row = np.empty((K, m))
+    leak_row = np.empty(m)
+    u = np.empty(m)
+    f = np.empty(m)
+    df = np.empty(m)
+    work = np.empty((LOG1MEXP_WORK_ROWS, SOFTPLUS_BLOCK))
     leak_active = 0.0
     active_sum[:] = 0.0
-    for j in range(indptr[n], indptr[n + 1]):
-        i = indices[j]
+    for j in range(m):
+        i = indices[start + j]
+        leak_row[j] = leak[i]
         leak_active += leak[i]
         for k in range(K):
             active_sum[k] += theta[i, k]
+            theta_row[k, j] = theta[i, k]
     for s in range(S):
         for k in range(K):
             z[s, k] = 1.0 if uniforms[s, k] < q[k] else 0.0
@@ -861,27 +878,34 @@ def log_importance_weights(indptr, indices, theta, leak, colsum, leak_sum, logit
     rep = np.empty(S, dtype=np.int64)
     n_groups = _sample_groups(q, uniforms, umin, umax, keys, group, rep)
     value_of = np.empty(n_groups)
+    # log p(x | z) + log p(z) - log q(z) without the active features'
+    # log(1 - e^{-u}): its term of cause k is off_k if z_k = 0 and on_k if
+    # z_k = 1, so a sample's sum is sum_k off_k plus (on_k - off_k) over the
+    # causes it has on, O(n_on) per sample instead of K logarithms
+    base = -(leak_sum - leak_active)
+    switch = np.empty(K)
+    for k in range(K):
+        lq = logit_q[n, k]
+        off = log_sigmoid(-logit_prior[k]) - log_sigmoid(-lq)
+        switch[k] = (log_sigmoid(logit_prior[k]) - log_sigmoid(lq)
+                     - (colsum[k] - active_sum[k]) - off)
+        base += off
     for g in range(n_groups):
         s = rep[g]
-        # log p(x | z) + log p(z) - log q(z)
-        value = -(leak_sum - leak_active)
+        value = base
         n_on = 0
         for k in range(K):
-            lq = logit_q[n, k]
             if z[s, k] > 0.0:
                 on[n_on] = k
                 n_on += 1
-                value -= colsum[k] - active_sum[k]
-                value += log_sigmoid(logit_prior[k]) - log_sigmoid(lq)
-            else:
-                value += log_sigmoid(-logit_prior[k]) - log_sigmoid(-lq)
+                value += switch[k]
         # O(nnz(x) n_on): only the causes that are on add to u
-        for j in range(indptr[n], indptr[n + 1]):
-            i = indices[j]
-            u = leak[i]
-            for t in range(n_on):
-                u += theta[i, on[t]]
-            value += log1mexp(u)
+        u[:] = leak_row
+        for t in range(n_on):
+            _add_row(u, theta_row[on[t]])
+        log1mexp_array(u, f, df, work)
+        for j in range(m):
+            value += f[j]
         value_of[g] = value
     for s in range(S):
         log_w[s] = value_of[group[s]]
