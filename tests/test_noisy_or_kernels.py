@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 from scipy.special import expit, log_expit
 
 from skbinvi import NoisyORFactorizer
@@ -560,3 +560,16 @@ def test_kernels_match_references_on_long_rows_with_many_distinct_samples():
     assert_allclose(targets, _reference_local_targets(X, theta, leak, logit_q,
                                                       logit_prior, S[None, :8]),
                     rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("nnz, n_features", [(0, 5), (1, 5), (200, 7), (500, 10_000)])
+def test_compact_columns_matches_unique(dtype, nnz, n_features):
+    indices = np.random.default_rng(nnz).integers(0, n_features, size=nnz).astype(dtype)
+    marker = np.full(n_features, -1, dtype=np.int64)
+    features, local = _kernels.compact_columns(indices, marker)
+    expected, inverse = np.unique(indices, return_inverse=True)
+    assert features.dtype == local.dtype == np.int64
+    assert_array_equal(features, expected)
+    assert_array_equal(local, inverse.reshape(-1))
+    assert_array_equal(marker, -1)  # the scratch is left as it was given

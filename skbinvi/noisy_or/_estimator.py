@@ -678,6 +678,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         self._sync_constrained()
         self._optimizer = Adam(self._parameters(), learning_rate=self.learning_rate)
         self._last_update = np.zeros(n_features, dtype=np.int64)
+        # scratch of _kernels.compact_columns (-1 everywhere between calls)
+        self._column_marker = np.full(n_features, -1, dtype=np.int64)
         self._score_uniforms = rng.random_sample((self.n_elbo_samples, K))
         # common random numbers of the safeguard of the refinement (_refine)
         self._safeguard_uniforms = rng.random_sample((self.n_elbo_samples, K))
@@ -764,9 +766,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         "acp" the rows of the encoder's output layer (else None).
         """
         indptr = X.indptr.astype(np.int64, copy=False)
-        features, local = np.unique(X.indices, return_inverse=True)
-        features = features.astype(np.int64, copy=False)
-        local = local.astype(np.int64, copy=False).reshape(-1)
+        features, local = _kernels.compact_columns(X.indices, self._column_marker)
         head = None
         if self.inference == "acp":
             head = (self.encoder_coefs_[-1][features],

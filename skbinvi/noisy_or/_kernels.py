@@ -442,6 +442,39 @@ def discrete_elbo(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
 
 
 @njit
+def compact_columns(indices, marker):
+    """The distinct column indices of a minibatch, sorted, and the indices renumbered.
+
+    Equivalent to ``np.unique(indices, return_inverse=True)`` (as int64) in
+    O(nnz + A log A) for A distinct columns, against O(nnz log nnz) for the
+    sort of ``np.unique``. ``marker`` (n_features,) int64 must hold -1 at
+    every entry; it is used as scratch and left so.
+
+    Returns ``features`` (A,) and ``local`` (nnz,), int64, with
+    ``features[local] == indices``. Checked against ``np.unique`` in
+    tests/test_noisy_or_kernels.py::test_compact_columns_matches_unique.
+    """
+    nnz = indices.shape[0]
+    found = np.empty(nnz, dtype=np.int64)
+    A = 0
+    for j in range(nnz):
+        i = indices[j]
+        if marker[i] < 0:
+            marker[i] = 0
+            found[A] = i
+            A += 1
+    features = np.sort(found[:A])
+    for a in range(A):
+        marker[features[a]] = a
+    local = np.empty(nnz, dtype=np.int64)
+    for j in range(nnz):
+        local[j] = marker[indices[j]]
+    for a in range(A):
+        marker[features[a]] = -1
+    return features, local
+
+
+@njit
 def acp_psi(indptr, indices, hidden, coef_out, intercept_out, pre_out, psi_out):
     """ACP encoder head evaluated only at active features.
 
