@@ -163,6 +163,8 @@ def test_elbo_of_new_data(fitted):
         assert m.elbo(Xt[:30], yt[:30]) > -3 * abs(m.elbo_), method
     with pytest.raises(ValueError, match="not seen in fit"):
         out["vi", "mabn"].elbo(Xt, yt + 5)
+    with pytest.raises(ValueError, match="needs the labels y"):
+        out["vi", "mabn"].elbo(Xt)
 
 
 def _mean_cosine(model, which):

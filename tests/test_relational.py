@@ -325,6 +325,18 @@ def test_elbo_method_is_per_pair_and_equals_elbo_(synthetic):
     some = np.r_[np.flatnonzero(y == 1)[:5], np.flatnonzero(y == 0)[:5]]
     few = model.elbo(X[some], y[some])
     assert abs(few - model.elbo_) < 1.0
+    # held-out pairs of one class (links only, non-links only) are scored:
+    # their labels need only be the fitted classes
+    # (the KL charge per pair is the same, so the mean over both sets is the
+    # ELBO of their union)
+    links, nonlinks = np.flatnonzero(y == 1)[:5], np.flatnonzero(y == 0)[:7]
+    one = [model.elbo(X[rows], y[rows]) for rows in (links, nonlinks)]
+    assert np.isfinite(one).all()
+    both = np.r_[links, nonlinks]
+    assert_allclose(model.elbo(X[both], y[both]), (5 * one[0] + 7 * one[1]) / 12,
+                    rtol=1e-12)
+    with pytest.raises(ValueError, match="outside the classes"):
+        model.elbo(X[:5], np.full(5, 2))
 
 
 def test_string_labels_and_classes(synthetic):

@@ -12,7 +12,7 @@ from scipy.special import expit
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import roc_auc_score
 
-from skbinvi import LatentFeatureRelational
+from skbinvi import LatentFeatureRelational, UnusedLatentWarning
 from skbinvi.datasets import make_relational, make_sparse_relational
 from skbinvi.relational import _kernels
 from skbinvi.relational._estimator import _PairStore
@@ -338,6 +338,30 @@ def test_partial_fit_on_listed_pairs_and_growing_ids():
     one.partial_fit(X[y == 0][:20], y[y == 0][:20], classes=[0, 1])
     assert_array_equal(one.classes_, [0, 1])
     one.partial_fit(X, y)
+    # later chunks may hold one class only, without classes=
+    one.partial_fit(X[y == 1][:5], y[y == 1][:5])
+    one.partial_fit(X[y == 0][:5], y[y == 0][:5])
+    assert_array_equal(one.classes_, [0, 1])
+    assert np.isfinite(one.elbo_history_).all()
+
+
+@pytest.mark.parametrize("batch_size", [None, 7, 40])
+def test_every_listed_row_counts_with_minibatches(batch_size):
+    """A pair listed twice with opposite labels is one link and one non-link
+    whatever the batch size: the fitted probability of every pair stays near
+    1/2, and elbo_ is the ELBO of all the rows, which cannot exceed
+    log(1/2) per pair. (Minibatches used to keep the last label only.)"""
+    X, y, _ = make_relational(30, 3, density=0.3, random_state=0)
+    X2, y2 = np.r_[X, X], np.r_[y, 1 - y]
+    model = LatentFeatureRelational(3, max_iter=20, tol=None, batch_size=batch_size,
+                                    random_state=0)
+    with warnings.catch_warnings():
+        # no pair carries information: the features rightly stay unused
+        warnings.simplefilter("ignore", UnusedLatentWarning)
+        model.fit(X2, y2)
+    assert np.abs(model.predict_proba(X)[:, 1] - 0.5).max() < 0.1
+    assert model.elbo_ <= np.log(0.5) + 1e-9
+    assert_allclose(model.elbo(X2, y2), model.elbo_, rtol=0.02)
 
 
 @pytest.mark.parametrize(

@@ -898,6 +898,9 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
     def _check_elbo_input(self, X, y):
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         self._check_scale(X)
+        if y is None:
+            raise ValueError("elbo(X, y) needs the labels y of the rows X: the "
+                             "ELBO of a mixture of experts is that of p(y | X).")
         y = np.asarray(y)
         if y.shape != (X.shape[0],):
             raise ValueError(f"y must have shape ({X.shape[0]},); got {y.shape}.")

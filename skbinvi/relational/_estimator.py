@@ -61,22 +61,28 @@ class _PairStore:
     """Training pairs indexed by sender and by receiver, for stochastic steps.
 
     With ``nonlinks`` only the links are kept (the other pairs are
-    non-links), with their sorted codes for membership tests. A pair listed
-    twice keeps its last label. Memory O(pairs kept + N).
+    non-links), with their sorted codes for membership tests. With
+    ``keep_last`` a pair listed twice keeps its last label (``partial_fit``:
+    a pair listed again takes its new label; "nonlinks": the links are a
+    set); otherwise every row is one observation, as in the full sweeps.
+    Memory O(pairs kept + N).
     """
 
     @classmethod
-    def build(cls, triples, x, N, R, nonlinks, previous=None):
+    def build(cls, triples, x, N, R, nonlinks, previous=None, keep_last=True):
         snd, rcv, rel = triples[:, 0], triples[:, 1], triples[:, 2]
         if previous is not None:
             snd = np.concatenate([previous.snd, snd])
             rcv = np.concatenate([previous.rcv, rcv])
             rel = np.concatenate([previous.rel, rel])
             x = np.concatenate([previous.x, x])
-        code = (snd * np.int64(N) + rcv) * np.int64(R) + rel
-        # the last occurrence of every code
-        _, last = np.unique(code[::-1], return_index=True)
-        keep = np.sort(code.size - 1 - last)
+        if keep_last or nonlinks:
+            code = (snd * np.int64(N) + rcv) * np.int64(R) + rel
+            # the last occurrence of every code
+            _, last = np.unique(code[::-1], return_index=True)
+            keep = np.sort(code.size - 1 - last)
+        else:
+            keep = np.arange(x.size)
         if nonlinks:
             keep = keep[x[keep] > 0.5]
         self = cls()
@@ -467,7 +473,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             if given is not None:
                 if not np.isin(classes, given).all():
                     raise ValueError(
-                        f"y has labels {classes!r} outside classes={given!r}."
+                        f"y has labels {classes.tolist()!r} outside the classes "
+                        f"{np.asarray(given).tolist()!r}."
                     )
                 classes = given
             elif links_only:
@@ -481,7 +488,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             if classes.size != 2:
                 raise ValueError(
                     "y holds one class only; link prediction needs pairs of both "
-                    f"classes (links and non-links); got only {classes[0]!r}."
+                    f"classes (links and non-links); got only {classes[0].item()!r}."
                 )
         name = type(self).__name__
         if X.shape[1] not in (2, 3):
@@ -719,7 +726,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             The two labels of y (as for scikit-learn's incremental
             classifiers); needed on the first call when its chunk holds one
             class only and the pairs are not "nonlinks". Later calls may
-            omit it.
+            omit it, and their chunks may hold one class only.
 
         Returns
         -------
@@ -729,8 +736,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         Raises
         ------
         ValueError
-            As :meth:`fit`; if ``inference`` is not "mcvi"; if y's classes
-            differ from those of earlier chunks.
+            As :meth:`fit`; if ``inference`` is not "mcvi"; if y's labels are
+            outside the classes of earlier chunks; if the estimator was
+            trained by :meth:`fit` (clone it to train by chunks).
         """
         self._check_modes()
         if self.inference != "mcvi":
@@ -751,6 +759,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
                     f"classes={classes!r} differs from the classes of the first "
                     f"call, {self.classes_!r}."
                 )
+        if classes is None and not first:
+            classes = self.classes_  # a later chunk may hold one class only
         triples, x = self._check_pairs(X, reset=first, y=y, classes=classes,
                                        grow=not first)
         N, R = self._sizes(triples)
@@ -840,7 +850,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         if self._partial or (store is not None and store.source is X):
             return store
         self._store = _PairStore.build(
-            X, y, self.n_entities_, self.n_relations_, self.unlisted_pairs == "nonlinks"
+            X, y, self.n_entities_, self.n_relations_, self.unlisted_pairs == "nonlinks",
+            keep_last=False,
         )
         return self._store
 
@@ -1328,7 +1339,10 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     def _check_elbo_input(self, X, y):
         if y is None:
             raise ValueError("elbo(X, y) needs the links y of the pairs X.")
-        return self._check_pairs(X, reset=False, y=y)
+        # held-out pairs may all be links or all non-links: their labels must
+        # only be the fitted classes
+        return self._check_pairs(X, reset=False, y=y,
+                                 classes=getattr(self, "classes_", None))
 
     def _divergence_hint(self):
         return "Check the input, or raise alpha or learning_offset."
@@ -1556,7 +1570,10 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         number of training pairs (the KL charged per pair as in training, so
         that the value does not depend on how many pairs are scored), with
         the common random numbers of ``fit``: on the training pairs it equals
-        ``elbo_``. Unseen entities get the prior.
+        ``elbo_``, except with ``unlisted_pairs="nonlinks"``, where ``elbo_``
+        also counts the unlisted pairs as non-links and this method only the
+        given ones. Unseen entities get the prior. The pairs may all be of
+        one class (held-out links, say).
 
         Parameters
         ----------
@@ -1573,7 +1590,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         Raises
         ------
         ValueError
-            As :meth:`fit`.
+            As :meth:`fit` for X; if y is None or holds labels outside
+            ``classes_``.
         """
         return super().elbo(X, y)
 
