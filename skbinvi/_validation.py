@@ -79,7 +79,7 @@ def check_binary(X, *, binarize, whom):
             example = values[bad].flat[0]
             raise ValueError(
                 f"{whom} requires binary data (only 0 and 1) when binarize=None; "
-                f"got the value {example!r}. Pass binarize=<threshold> to map "
+                f"got the value {example.item()!r}. Pass binarize=<threshold> to map "
                 "values above the threshold to 1."
             )
         threshold = 0.0

@@ -597,7 +597,8 @@ def test_convergence_warning_and_tol():
     [
         (np.array([[0.0, np.nan], [1.0, 2.0]]), [0, 1], "NaN"),
         (np.array([[0.0, np.inf], [1.0, 2.0]]), [0, 1], "infinity"),
-        (np.ones((4, 2)), [1, 1, 1, 1], "two classes"),
+        (np.ones((4, 2)), [1, 1, 1, 1], "two classes in y; got only 1.$"),
+        (np.ones((4, 2)), np.array(["a"] * 4, dtype=object), "got only 'a'.$"),
         (np.ones((4, 2)), [0, 1, 0], "inconsistent numbers of samples"),
         (np.ones(4), [0, 1, 0, 1], "2D array"),
         (np.ones((0, 2)), [], "0 sample"),

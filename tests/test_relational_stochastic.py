@@ -391,8 +391,10 @@ def test_partial_fit_errors():
     with pytest.raises(ValueError, match="cannot continue a model trained by fit"):
         fitted.partial_fit(X, y)
     # links only are refused unless the unlisted pairs are non-links
-    with pytest.raises(ValueError, match="one class"):
+    with pytest.raises(ValueError, match="one class.* got only 1.$"):
         LatentFeatureRelational(2).fit(X[y == 1], np.ones(int(y.sum()), int))
+    with pytest.raises(ValueError, match="got only 'link'.$"):
+        LatentFeatureRelational(2).fit(X[:5], np.array(["link"] * 5, dtype=object))
 
 
 def test_make_sparse_relational_is_an_exact_sample():

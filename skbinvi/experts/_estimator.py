@@ -565,7 +565,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         if classes.size < 2:
             raise ValueError(
                 f"{type(self).__name__} needs at least two classes in y; got only "
-                f"{classes[0]!r}."
+                f"{classes[:1].tolist()[0]!r}."
             )
         if warm and not np.array_equal(classes, old_classes):
             raise ValueError(

@@ -488,7 +488,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             if classes.size != 2:
                 raise ValueError(
                     "y holds one class only; link prediction needs pairs of both "
-                    f"classes (links and non-links); got only {classes[0].item()!r}."
+                    "classes (links and non-links); got only "
+                    f"{classes[:1].tolist()[0]!r}."
                 )
         name = type(self).__name__
         if X.shape[1] not in (2, 3):
