@@ -156,7 +156,12 @@ class BaseVariational(BaseEstimator):
         held-out score (``partial_fit`` calls, and the iterations of a
         ``warm_start`` history before early stopping was switched on).
     best_validation_score_ : float or None
-        Best value of ``validation_scores_``, else None.
+        Best value of ``validation_scores_``, else None. A ``warm_start`` fit
+        on as many rows holds out the same rows as the fit before and starts
+        from its best: its parameters are those of the best held-out ELBO
+        over all the fits, as in
+        :class:`~sklearn.neural_network.MLPClassifier` (the model then keeps
+        a copy of that state for the next warm fit).
     """
 
     # ------------------------------------------------------------- hooks
@@ -192,9 +197,15 @@ class BaseVariational(BaseEstimator):
         fitted arrays (an optimizer holding the parameter arrays) survive.
         """
         params = self.get_params(deep=False)
-        return copy.deepcopy(
-            {key: value for key, value in vars(self).items() if key not in params}
+        state = copy.deepcopy(
+            {key: value for key, value in vars(self).items()
+             if key not in params and key != "_best_validation_state"}
         )
+        # the best held-out state kept for warm starts (see _run) is never
+        # modified in place: shared, not copied, so that states do not nest
+        if "_best_validation_state" in vars(self):
+            state["_best_validation_state"] = self._best_validation_state
+        return state
 
     def _set_state(self, state):
         vars(self).update(state)
@@ -246,8 +257,15 @@ class BaseVariational(BaseEstimator):
     def _report(self, message):
         print(f"[{type(self).__name__}] {message}", flush=True)
 
-    def _split_validation(self, X, y, rng):
-        """Hold out ``validation_fraction`` of the rows (stratified for classifiers)."""
+    def _split_validation(self, X, y, rng, warm=False):
+        """Hold out ``validation_fraction`` of the rows (stratified for classifiers).
+
+        A warm-started fit on as many rows as the fit before holds out the
+        same rows (as :class:`~sklearn.neural_network.MLPClassifier` with an
+        integer ``random_state``), so that rows once held out are never
+        trained on and the held-out ELBO stays comparable across the fits.
+        Returns (X_train, y_train, X_val, y_val, same_split).
+        """
         n = X.shape[0]
         n_val = int(round(self.validation_fraction * n))
         if n_val < 1 or n_val >= n:
@@ -262,15 +280,20 @@ class BaseVariational(BaseEstimator):
             if counts.min() >= 2 and n_val >= counts.size:
                 stratify = y
         seed = rng.randint(np.iinfo(np.int32).max)
+        same = warm and getattr(self, "_validation_split", None) is not None and (
+            self._validation_split[:2] == (n, n_val))
+        if same:
+            seed = self._validation_split[2]
+        self._validation_split = (n, n_val, seed)
         if y is None:
             X_train, X_val = train_test_split(
                 X, test_size=n_val, random_state=seed
             )
-            return X_train, None, X_val, None
+            return X_train, None, X_val, None, same
         X_train, X_val, y_train, y_val = train_test_split(
             X, y, test_size=n_val, random_state=seed, stratify=stratify
         )
-        return X_train, y_train, X_val, y_val
+        return X_train, y_train, X_val, y_val, same
 
     def _warn_unused(self, n_used, n_total, what, criterion, remedy):
         """Warn (:class:`UnusedLatentWarning`) that latent variables ended unused.
@@ -331,8 +354,12 @@ class BaseVariational(BaseEstimator):
             self._check_warm_structure()
         rng = self.random_state_ if warm else check_random_state(self.random_state)
         X_val = y_val = None
+        same_split = False
         if self.early_stopping:
-            X, y, X_val, y_val = self._split_validation(X, y, rng)
+            X, y, X_val, y_val, same_split = self._split_validation(X, y, rng, warm)
+        if not same_split:
+            # a best held-out state of other validation rows is not comparable
+            self._best_validation_state = None
         n_init = 1 if warm else self.n_init
         best_elbo, best_state = -np.inf, None
         start = time.perf_counter()
@@ -341,6 +368,7 @@ class BaseVariational(BaseEstimator):
                 for name in _LOOP_ATTRIBUTES:
                     if hasattr(self, name):
                         delattr(self, name)
+                self._best_validation_state = None  # each run its own best
                 self.random_state_ = rng
                 self._initialize(X, y, rng)
                 self._record_structure()
@@ -423,6 +451,11 @@ class BaseVariational(BaseEstimator):
             # iterations of a warm-started history without a held-out score
             validation = [np.nan] * (len(history) - len(validation)) + validation
         best, best_state, no_change = -np.inf, None, 0
+        kept = getattr(self, "_best_validation_state", None)
+        if X_val is not None and kept is not None:
+            # a warm start on the same held-out rows: the best so far is that
+            # of the fits before, and is restored if this one does not beat it
+            best, best_state = self.best_validation_score_, kept
         converged = False
         prefix = f"init {init + 1}/{n_init}, " if n_init > 1 else ""
         for _ in range(self.max_iter):
@@ -460,8 +493,17 @@ class BaseVariational(BaseEstimator):
             if finished:
                 converged = True
                 break
+        self._best_validation_state = None
         if best_state is not None:
-            self._set_state(best_state)
+            best_state = {key: value for key, value in best_state.items()
+                          if key != "_best_validation_state"}
+            if self.warm_start:
+                # kept for the next warm fit, so restored from a copy: the
+                # arrays set here are trained on in place by that fit
+                self._set_state(copy.deepcopy(best_state))
+                self._best_validation_state = best_state
+            else:
+                self._set_state(best_state)
         self.elbo_history_ = np.asarray(history, dtype=np.float64)
         self.n_iter_ = len(history)
         self.converged_ = converged

@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 import pytest
+from numpy.testing import assert_array_equal
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.utils.validation import check_array, validate_data
 
@@ -190,6 +191,42 @@ def test_early_stopping_monitors_held_out_rows(data):
         ToyGaussianMean(early_stopping=True, validation_fraction=0.001).fit(data[:10])
 
 
+HELD_OUT = []  # outside the estimator's state, which the loop restores
+
+
+class _SplitRecorder(ToyGaussianMean):
+    """The toy model, recording the held-out rows of every fit in HELD_OUT."""
+
+    def _split_validation(self, X, y, rng, warm=False):
+        out = super()._split_validation(X, y, rng, warm)
+        HELD_OUT.append(np.sort(out[2]))
+        return out
+
+
+def test_warm_start_with_early_stopping_keeps_the_split_and_the_best(data):
+    """As MLPClassifier: a warm fit holds out the same rows, starts from the
+    best held-out ELBO of the fits before, and restores that state when it
+    does not beat it (here it cannot: the first fit stopped near the
+    held-out optimum, which lies between its start and the training one)."""
+    HELD_OUT.clear()
+    model = _SplitRecorder(step=0.2, tol=0.0, n_iter_no_change=3, early_stopping=True,
+                           warm_start=True, random_state=0)
+    model.fit(data)
+    first_m, first_best, n_first = model.m_, model.best_validation_score_, model.n_iter_
+    assert abs(first_m - data.mean()) > 0.01  # stopped before the training optimum
+    model.fit(data)
+    assert_array_equal(HELD_OUT[1], HELD_OUT[0])
+    assert model.n_iter_ > n_first
+    assert model.best_validation_score_ == np.nanmax(model.validation_scores_)
+    assert model.best_validation_score_ == first_best
+    assert model.m_ == first_m  # the state of the best held-out ELBO
+    # a fit on other rows holds out other rows, and has its own best
+    n_before = model.n_iter_
+    model.fit(data[:150])
+    assert HELD_OUT[2].size != HELD_OUT[0].size
+    assert model.best_validation_score_ == model.validation_scores_[n_before:].max()
+
+
 def test_divergence_is_a_value_error_naming_the_remedy(data):
     with pytest.raises(ValueError, match=r"diverged\. Lower step\."):
         ToyGaussianMean(step=1e150, max_iter=50, random_state=0).fit(data)
@@ -288,9 +325,12 @@ def test_validation_scores_keep_one_entry_per_iteration(data):
     assert model.validation_scores_.shape == (7,)
     assert np.isnan(model.validation_scores_[-1])
     model.fit(data)
-    assert model.n_iter_ == 10 and model.validation_scores_.shape == (10,)
+    # the same held-out rows as the fit before: the best over both fits, and
+    # the tol rule (tolerance 0 with tol=None) may stop this one early
+    assert 7 < model.n_iter_ <= 10
+    assert model.validation_scores_.shape == (model.n_iter_,)
     assert np.isfinite(model.validation_scores_[7:]).all()
-    assert model.best_validation_score_ == np.nanmax(model.validation_scores_[7:])
+    assert model.best_validation_score_ == np.nanmax(model.validation_scores_)
 
 
 class ToyStructural(ToyGaussianMean):

@@ -4,6 +4,7 @@ import re
 
 import numpy as np
 import pytest
+from numpy.testing import assert_array_equal
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skbinvi import (
@@ -82,6 +83,16 @@ def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
 
 
+# one small instance of each estimator, for the tests of shared behaviour
+_EACH_SMALL_ESTIMATOR = pytest.mark.parametrize(
+    "estimator",
+    [NoisyORFactorizer(n_components=3, hidden_layer_sizes=(8,), n_elbo_samples=20),
+     LatentFeatureRelational(n_components=3),
+     DiversityMixtureOfExperts(n_components=2)],
+    ids=lambda e: type(e).__name__,
+)
+
+
 def _tiny_fit_data(estimator):
     """Small valid training data for each estimator."""
     from sklearn.datasets import make_classification
@@ -97,13 +108,7 @@ def _tiny_fit_data(estimator):
     return make_classification(80, 4, n_informative=3, n_redundant=0, random_state=0)
 
 
-@pytest.mark.parametrize(
-    "estimator",
-    [NoisyORFactorizer(n_components=3, hidden_layer_sizes=(8,), n_elbo_samples=20),
-     LatentFeatureRelational(n_components=3),
-     DiversityMixtureOfExperts(n_components=2)],
-    ids=lambda e: type(e).__name__,
-)
+@_EACH_SMALL_ESTIMATOR
 def test_tol_none_runs_max_iter_without_convergence_warning(estimator):
     """tol=None means one thing in every estimator: a fixed budget of max_iter
     iterations, no convergence test, no ConvergenceWarning."""
@@ -125,6 +130,49 @@ def test_tol_none_runs_max_iter_without_convergence_warning(estimator):
         warnings.simplefilter("ignore", UnusedLatentWarning)
         m = clone(model).set_params(tol=1e-12)
         m.fit(X) if y is None else m.fit(X, y)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::skbinvi.UnusedLatentWarning")
+@_EACH_SMALL_ESTIMATOR
+def test_warm_fits_with_early_stopping_share_the_split_and_the_best(estimator):
+    """Warm fits with early stopping hold out the same rows and keep the best
+    held-out state over all of them: best_validation_score_ is the best of
+    validation_scores_ (it was the best of the last fit's, on other rows)."""
+    from sklearn.base import clone
+
+    X, y = _tiny_fit_data(estimator)
+    model = clone(estimator).set_params(
+        max_iter=4, tol=None, early_stopping=True, n_iter_no_change=50,
+        warm_start=True, random_state=0)
+    fit = (lambda: model.fit(X)) if y is None else (lambda: model.fit(X, y))
+    fit()
+    seed = model._validation_split
+    fit()
+    assert model._validation_split == seed and model.n_iter_ == 8
+    assert model.best_validation_score_ == np.nanmax(model.validation_scores_)
+
+
+@_EACH_SMALL_ESTIMATOR
+def test_equally_seeded_random_state_instances_give_the_same_fit(estimator):
+    """random_state=RandomState(7) twice: the same fit, ELBO included (the
+    relational model seeded its ELBO's common random numbers from the
+    operating system when given an instance)."""
+    import warnings
+
+    from sklearn.base import clone
+
+    X, y = _tiny_fit_data(estimator)
+    fits = []
+    for _ in range(2):
+        model = clone(estimator).set_params(
+            max_iter=3, tol=None, random_state=np.random.RandomState(7))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnusedLatentWarning)
+            model.fit(X) if y is None else model.fit(X, y)
+        fits.append(model)
+    assert_array_equal(fits[0].elbo_history_, fits[1].elbo_history_)
+    assert fits[0].elbo_ == fits[1].elbo_
 
 
 _STRUCTURE_CASES = [

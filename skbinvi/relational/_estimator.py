@@ -8,6 +8,7 @@ import scipy.sparse as sp
 from scipy.special import expit, log_ndtr, logit, ndtr, ndtri
 from sklearn.base import ClassifierMixin, TransformerMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import validate_data
@@ -669,10 +670,13 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
                                                   _RELATION_SLACK)
 
     def _new_elbo_seed(self):
-        """The seed of the ELBO's common random numbers, drawn once per model."""
-        seed_rng = np.random.RandomState(
-            self.random_state if isinstance(self.random_state, Integral) else None
-        )
+        """The seed of the ELBO's common random numbers, drawn once per model.
+
+        From ``random_state`` as scikit-learn reads it: an int gives the same
+        seed at every fit, a ``RandomState`` instance its next draw (two
+        equally seeded instances give the same fit), None fresh entropy.
+        """
+        seed_rng = check_random_state(self.random_state)
         self._elbo_seed = int(seed_rng.randint(2**31 - 1))
 
     def _check_modes(self):
