@@ -394,11 +394,15 @@ class BaseVariational(BaseEstimator):
 
     def _not_converged_message(self):
         """The text of the ConvergenceWarning of a run that reached max_iter."""
-        tol, scale = self._stopping_tol(), self._tol_scale()
+        scale = self._tol_scale()
         per = "" if scale == 1 else f" per problem (the ELBO sums {scale})"
+        tol = f"tol={self.tol}"
+        if self.tol is None:
+            tol = "0 (tol=None with early stopping)"
+        monitored = "validation ELBO" if self.early_stopping else "ELBO"
         return (
             f"{type(self).__name__}: max_iter={self.max_iter} iterations ran and "
-            f"the ELBO still improved by more than tol={tol} nats per "
+            f"the {monitored} still improved by more than {tol} nats per "
             f"sample{per} within the last n_iter_no_change="
             f"{self.n_iter_no_change} iterations. Increase max_iter or tol.")
 
@@ -540,6 +544,7 @@ class BaseVariational(BaseEstimator):
             self._check_structure(
                 "partial_fit continues the fitted model: fit anew, or set them back.")
         it = self.elbo_history_.size + 1
+        start = time.perf_counter()
         self._n_train_rows = X.shape[0]
         value = self._checked_value(
             self._iterate(X, y, self.random_state_), "ELBO", it
@@ -551,7 +556,8 @@ class BaseVariational(BaseEstimator):
             self.validation_scores_ = np.append(self.validation_scores_, np.nan)
         self.converged_ = False
         if self.verbose:
-            self._report(f"partial_fit iteration {it}: ELBO {value:.4f} nats/sample")
+            self._report(f"partial_fit iteration {it}: ELBO {value:.4f} nats/sample, "
+                         f"{time.perf_counter() - start:.2f} s")
         self._after_fit(X, y)
         return self
 

@@ -135,7 +135,9 @@ def test_tol_none_with_early_stopping_keeps_the_patience_rule(data):
     # the one before them did
     assert all(v[i] <= v[:i].max() for i in range(v.size - 3, v.size))
     assert v[-4] > v[:-4].max()
-    with pytest.warns(ConvergenceWarning, match="tol=0.0"):
+    # the warning names what is monitored and the tolerance actually used
+    with pytest.warns(ConvergenceWarning, match=r"the validation ELBO still "
+                      r"improved by more than 0 \(tol=None with early stopping\)"):
         ToyGaussianMean(tol=None, early_stopping=True, max_iter=2,
                         random_state=0).fit(data)
 
@@ -241,6 +243,14 @@ def test_verbose_format(data, capsys):
     )
     assert all(pattern.match(line) for line in lines[:-1])
     assert re.match(r"^\[ToyGaussianMean\] converged after \d+ iterations$", lines[-1])
+    # partial_fit reports its iteration in the same format
+    model = ToyGaussianMean(verbose=1, random_state=0)
+    model.partial_fit(data)
+    model.partial_fit(data)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [re.match(r"^\[ToyGaussianMean\] partial_fit iteration (\d+): ELBO "
+                     r"-?\d+\.\d{4} nats/sample, \d+\.\d{2} s$", line).group(1)
+            for line in lines] == ["1", "2"]
 
 
 def test_elbo_of_new_data_and_not_fitted(data):

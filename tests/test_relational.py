@@ -429,6 +429,25 @@ def test_warm_start_continues_the_run(synthetic):
     assert model._step == 10
 
 
+@pytest.mark.parametrize("weights", ["diagonal", "full"])
+def test_warm_fits_may_change_the_inference_method(synthetic, weights):
+    """The three methods fit the same q(Z) and weights, so a warm fit may
+    switch between them (for example "cavi" sweeps after "mcvi"): the state
+    carries over, as the user guide's conventions say, and the ELBO goes on
+    from where the last method left it."""
+    X, y, _ = synthetic
+    model = _model(weights=weights, max_iter=10, warm_start=True).fit(X, y)
+    fresh_cavi = _model(inference="cavi", weights=weights, max_iter=2).fit(X, y)
+    for inference in ("cavi", "score", "mcvi"):
+        before = model.elbo_
+        model.set_params(inference=inference, max_iter=2).fit(X, y)
+        assert model._fitted_structure["weights"] == weights
+        assert np.isfinite(model.elbo_) and model.elbo_ > before - 0.05
+    assert model.n_iter_ == 16
+    # two cavi sweeps from the fitted state beat two from a fresh start
+    assert model.elbo_history_[11] > fresh_cavi.elbo_
+
+
 def test_tol_stops_and_max_iter_warns(synthetic):
     X, y, _ = synthetic
     model = LatentFeatureRelational(

@@ -278,6 +278,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         If True and fitted, ``fit`` continues from the fitted q and weights,
         the step-size schedule where it stopped, and extends
         ``elbo_history_``. New entities and relations start at the prior.
+        ``inference`` may change between warm fits (the three methods fit
+        the same q and weights); ``n_components`` and ``weights`` may not.
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the pairs, monitor their ELBO and
         keep the best iteration.
