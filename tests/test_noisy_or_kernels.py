@@ -291,6 +291,50 @@ def test_fused_adam_matches_numpy_reference():
     assert_allclose(param, ref, rtol=1e-12)
 
 
+@pytest.mark.parametrize("with_grad", [True, False])
+def test_softplus_adam_rows_match_numpy_reference(with_grad):
+    """One step on some rows (any order; some with a sparse gradient, the
+    others with their delayed part only) equals Adam on raw in NumPy."""
+    from skbinvi._optim import Adam
+
+    rng = np.random.default_rng(4)
+    D, P, now = 9, 3, 3
+    raw = rng.normal(size=(D, P))
+    value, slope = np.logaddexp(0.0, raw), expit(raw)
+    colsum = value.sum(0)
+    delayed = np.cumsum(rng.normal(size=(now + 1, P)), axis=0)
+    last = rng.integers(0, now + 1, size=D)
+    rows = np.array([7, 0, 4, 2, 8], dtype=np.int64)
+    grad = rng.normal(size=(3, P))
+    grad_rows = np.array([2, -1, 0, -1, 1], dtype=np.int64)
+    opt = Adam([raw], learning_rate=0.1)
+    opt.m[0][:] = rng.normal(size=(D, P))
+    opt.v[0][:] = rng.random(size=(D, P))
+    ref_raw, ref_m, ref_v = raw.copy(), opt.m[0].copy(), opt.v[0].copy()
+    opt.t = 4
+    opt.tick()
+    step = opt.step_size
+    opt.update_softplus_rows(0, rows, grad if with_grad else None, delayed, last,
+                             now, value, slope, colsum,
+                             grad_rows if with_grad else None)
+    for j, i in enumerate(rows):
+        g = delayed[now] - delayed[last[i]]
+        if with_grad and grad_rows[j] >= 0:
+            g = g + grad[grad_rows[j]]
+        g = g * expit(ref_raw[i])
+        ref_m[i] = 0.9 * ref_m[i] + 0.1 * g
+        ref_v[i] = 0.999 * ref_v[i] + 0.001 * g * g
+        ref_raw[i] += step * ref_m[i] / (np.sqrt(ref_v[i]) + 1e-8)
+    assert_allclose(raw, ref_raw, rtol=1e-13, atol=1e-15)
+    assert_allclose(opt.m[0], ref_m, rtol=1e-13, atol=1e-15)
+    assert_allclose(opt.v[0], ref_v, rtol=1e-13, atol=1e-15)
+    assert_allclose(value, np.logaddexp(0.0, ref_raw), rtol=1e-14)
+    assert_allclose(slope, expit(ref_raw), rtol=1e-14)
+    assert_allclose(colsum, value.sum(0), rtol=1e-13)
+    untouched = np.setdiff1d(np.arange(D), rows)
+    assert np.array_equal(raw[untouched], ref_raw[untouched])
+
+
 def test_kl_term_uses_stable_log_sigmoid():
     from skbinvi._math import kl_bernoulli_logits
 

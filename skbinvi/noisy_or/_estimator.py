@@ -720,8 +720,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                                   (self._leak_raw, self._leak, self._leak_slope)):
             _kernels.softplus_and_slope(raw.reshape(-1), value.reshape(-1),
                                         slope.reshape(-1))
-        self._colsum[:] = self._theta.sum(axis=0)
-        self._leak_sum[0] = self._leak.sum()
+        self._sync_column_sums()
 
     def _set_public_parameters(self):
         self.leak_ = self._leak.copy()
@@ -932,6 +931,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                  if i not in softplus_rows and i not in other_rows]
         last = self._last_update
         last[:] = 0
+        all_rows = np.arange(self._theta.shape[0], dtype=np.int64)
+        grad_rows = np.full(self._theta.shape[0], -1, dtype=np.int64)
         # running sums of the dense gradient parts over the window's steps
         delayed_theta = np.zeros((window + 1, K))
         delayed_leak = -np.arange(window + 1, dtype=np.float64)
@@ -950,18 +951,24 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             now += 1
             delayed_theta[now] = delayed_theta[now - 1] + g_dense / B
             opt.tick()
-            opt.update_softplus_rows(0, features, grads[0] / B, delayed_theta, last,
-                                     now, self._theta, self._theta_slope, self._colsum)
-            opt.update_softplus_rows(1, features, grads[1] / B, delayed_leak, last,
-                                     now, self._leak, self._leak_slope, self._leak_sum)
+            if now == window or b == n_batches - 1:
+                # the end of the window: every row gets its delayed step, the
+                # active ones with their gradient, in one pass in row order
+                grad_rows[features] = np.arange(features.shape[0])
+                self._update_theta_and_leak(all_rows, grads, B, delayed_theta,
+                                            delayed_leak, now, grad_rows)
+                grad_rows[features] = -1
+                last[:] = 0
+                self._sync_column_sums()
+                now = 0
+            else:
+                self._update_theta_and_leak(features, grads, B, delayed_theta,
+                                            delayed_leak, now)
+                last[features] = now
             for i in other_rows:
                 opt.update_rows(i, features, grads[i] / B)
             for i in dense:
                 opt.update(i, grads[i] / B)
-            last[features] = now
-            if now == window or b == n_batches - 1:
-                self._apply_delayed(delayed_theta, delayed_leak, now)
-                now = 0
             row_elbo[rows] = elbo_discrete
         self._epoch += 1
         self._revive_unused_causes(X, row_elbo, rng)
@@ -1215,17 +1222,27 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             self._local_logits[rows] = logit_q
         return logit_q
 
-    def _apply_delayed(self, delayed_theta, delayed_leak, now):
-        """Give the theta and leak rows not updated at step ``now`` their delayed step."""
+    def _update_theta_and_leak(self, rows, grads, B, delayed_theta, delayed_leak, now,
+                               grad_rows=None):
+        """The current Adam step on the rows ``rows`` of theta and the leak.
+
+        ``grads[0]``, ``grads[1]`` are the minibatch's (B rows) row-sparse
+        gradients; row ``grad_rows[j]`` of them (-1: none; by default j)
+        belongs to ``rows[j]``. Each row also gets its delayed dense part
+        (see :func:`_update_window`).
+        """
         opt = self._optimizer
         last = self._last_update
-        stale = np.flatnonzero(last < now)
-        opt.update_softplus_rows(0, stale, None, delayed_theta, last, now,
-                                 self._theta, self._theta_slope, self._colsum)
-        opt.update_softplus_rows(1, stale, None, delayed_leak, last, now,
-                                 self._leak, self._leak_slope, self._leak_sum)
-        last[:] = 0
-        # the column sums were updated incrementally: recompute them exactly
+        opt.update_softplus_rows(0, rows, grads[0] / B, delayed_theta, last, now,
+                                 self._theta, self._theta_slope, self._colsum,
+                                 grad_rows)
+        opt.update_softplus_rows(1, rows, grads[1] / B, delayed_leak, last, now,
+                                 self._leak, self._leak_slope, self._leak_sum,
+                                 grad_rows)
+
+    def _sync_column_sums(self):
+        """Recompute the column sums of theta and the leak's sum exactly (they
+        are updated incrementally between the ends of the update windows)."""
         self._colsum[:] = self._theta.sum(axis=0)
         self._leak_sum[0] = self._leak.sum()
 
