@@ -161,6 +161,51 @@ def _adam_update_softplus_rows(raw, value, slope, colsum, rows, grad_rows, grad,
                 sl[p] = fs[p]
 
 
+@njit(error_model="numpy")
+def _adam_update_softplus_entries(raw, value, slope, total, rows, grad_rows, grad,
+                                  delayed, last, now, m, v, step_size, beta1, beta2,
+                                  epsilon):
+    """:func:`_adam_update_softplus_rows` for a 1-D parameter (one entry per row).
+
+    ``raw``, ``value``, ``slope``, ``m``, ``v`` have shape (D,), ``delayed``
+    (S,), ``grad`` (G,) and ``total`` (1,) is the running sum of ``value``.
+    Same steps, in the same order of operations, as the row kernel with
+    P = 1, without its per-row cost (views and loops of length 1: the leak
+    of the noisy-OR model, 23,000 entries, took 1.5 ms a step that way,
+    against 0.2 ms here).
+    """
+    sparse = grad.shape[0] > 0
+    c1, c2 = 1.0 - beta1, 1.0 - beta2
+    dnow = delayed[now]
+    work = np.empty((3, SOFTPLUS_BLOCK))
+    x = np.empty(SOFTPLUS_BLOCK)
+    fresh = np.empty(SOFTPLUS_BLOCK)
+    fresh_slope = np.empty(SOFTPLUS_BLOCK)
+    for j0 in range(0, rows.shape[0], SOFTPLUS_BLOCK):
+        j1 = min(j0 + SOFTPLUS_BLOCK, rows.shape[0])
+        for j in range(j0, j1):
+            i = rows[j]
+            k = grad_rows[j] if sparse else -1
+            g = dnow - delayed[last[i]]
+            if k >= 0:
+                g = g + grad[k]
+            g = g * slope[i]
+            mm = beta1 * m[i] + c1 * g
+            vv = beta2 * v[i] + c2 * g * g
+            m[i] = mm
+            v[i] = vv
+            new = raw[i] + step_size * mm / (math.sqrt(vv) + epsilon)
+            raw[i] = new
+            x[j - j0] = new
+        n = j1 - j0
+        softplus_sigmoid(x[:n], fresh[:n], fresh_slope[:n], work)
+        for j in range(j0, j1):
+            i = rows[j]
+            total[0] += fresh[j - j0] - value[i]
+            value[i] = fresh[j - j0]
+            slope[i] = fresh_slope[j - j0]
+
+
 def _rows_view(array):
     """2-D view (n_rows, -1) of a C-contiguous array (a 1-D array gets one column)."""
     return array.reshape(array.shape[0], math.prod(array.shape[1:]))
@@ -245,21 +290,29 @@ class Adam:
         row-sparse gradient with respect to ``value`` (None: none), its row
         ``grad_rows[j]`` (-1: none) belonging to ``rows[j]`` (by default row
         j), and ``delayed``, ``last``, ``now`` describe the delayed dense
-        gradient.
+        gradient. A 1-D ``params[i]`` (one entry per row; ``delayed`` and
+        ``grad`` then 1-D too) goes to :func:`_adam_update_softplus_entries`.
         """
-        raw = _rows_view(self.params[i])
+        raw = self.params[i]
         if grad is None:
-            grad = np.empty((0, raw.shape[1]))
+            grad = np.empty((0,) + raw.shape[1:])
             grad_rows = np.empty(0, dtype=np.int64)
         else:
-            grad = _rows_view(np.ascontiguousarray(grad))
+            grad = np.ascontiguousarray(grad)
             if grad_rows is None:
                 grad_rows = np.arange(grad.shape[0], dtype=np.int64)
+        if raw.ndim == 1:
+            _adam_update_softplus_entries(
+                raw, value, slope, colsum, rows, grad_rows, grad, delayed, last, now,
+                self.m[i], self.v[i], self.step_size, self.beta1, self.beta2,
+                self.epsilon,
+            )
+            return
         _adam_update_softplus_rows(
-            raw, _rows_view(value), _rows_view(slope), colsum, rows, grad_rows, grad,
-            _rows_view(delayed), last, now, _rows_view(self.m[i]),
-            _rows_view(self.v[i]), self.step_size, self.beta1, self.beta2,
-            self.epsilon,
+            _rows_view(raw), _rows_view(value), _rows_view(slope), colsum, rows,
+            grad_rows, _rows_view(grad), _rows_view(delayed), last, now,
+            _rows_view(self.m[i]), _rows_view(self.v[i]), self.step_size,
+            self.beta1, self.beta2, self.epsilon,
         )
 
     def step(self, grads):

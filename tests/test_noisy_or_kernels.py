@@ -335,6 +335,42 @@ def test_softplus_adam_rows_match_numpy_reference(with_grad):
     assert np.array_equal(raw[untouched], ref_raw[untouched])
 
 
+@pytest.mark.parametrize("with_grad", [True, False])
+def test_softplus_adam_entries_equal_rows_of_one(with_grad):
+    """A 1-D parameter (the leak) takes the same step, bit for bit, as the
+    same values as an (D, 1) matrix through the row kernel."""
+    from skbinvi._optim import Adam
+
+    rng = np.random.default_rng(5)
+    D, now = 2500, 2  # more than one block of SOFTPLUS_BLOCK entries
+    rows = rng.permutation(D)[:2000].astype(np.int64)
+    grad = rng.normal(size=700)
+    grad_rows = np.full(rows.size, -1, dtype=np.int64)
+    grad_rows[rng.choice(rows.size, 700, replace=False)] = np.arange(700)
+    delayed = np.cumsum(rng.normal(size=now + 1))
+    last = rng.integers(0, now + 1, size=D)
+    raw = rng.normal(size=D) * 3
+    m0 = 0.01 * rng.normal(size=D)
+    states = []
+    for shape in [(D,), (D, 1)]:
+        param = raw.reshape(shape).copy()
+        value, slope = np.logaddexp(0.0, param), expit(param)
+        total = np.array([value.sum()])
+        opt = Adam([param], learning_rate=0.1)
+        opt.m[0][:] = m0.reshape(shape)
+        opt.v[0][:] = 0.01
+        opt.tick()
+        g = None if not with_grad else grad.reshape((-1,) + shape[1:])
+        opt.update_softplus_rows(0, rows, g, delayed.reshape((-1,) + shape[1:]), last,
+                                 now, value, slope, total,
+                                 grad_rows if with_grad else None)
+        states.append([a.ravel() for a in (param, value, slope, total, opt.m[0],
+                                           opt.v[0])])
+    for a, b in zip(*states, strict=True):
+        assert np.array_equal(a, b)
+    assert not np.array_equal(states[0][0], raw)
+
+
 def test_kl_term_uses_stable_log_sigmoid():
     from skbinvi._math import kl_bernoulli_logits
 
