@@ -25,6 +25,7 @@ and ``MLPClassifier``'s early stopping.
 """
 
 import copy
+import functools
 import inspect
 import os
 import time
@@ -39,6 +40,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import ThreadpoolController
 
 from ._validation import IntInterval
 
@@ -56,6 +58,31 @@ class UnusedLatentWarning(UserWarning):
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _SKLEARN_DIR = os.path.dirname(os.path.abspath(sklearn.__file__))
+
+
+@functools.cache
+def _threadpool_controller():
+    """The package's one :class:`threadpoolctl.ThreadpoolController`, made at first use.
+
+    Making a controller scans every loaded shared library (3.5 ms here, more
+    than a small fit's epoch), which ``threadpoolctl.threadpool_limits`` does
+    at every call; scikit-learn keeps one controller for the same reason
+    (``sklearn.utils.parallel``). Libraries loaded after the first call are
+    not seen, as there.
+    """
+    return ThreadpoolController()
+
+
+def single_threaded_blas():
+    """Context manager: BLAS calls inside it use one thread.
+
+    The estimators' BLAS calls are many small products, for which a thread
+    pool's start-up and busy-waiting cost more than they gain (as in
+    scikit-learn's ``KMeans``). Equivalent to
+    ``threadpoolctl.threadpool_limits(limits=1, user_api="blas")`` without
+    its scan of the loaded libraries at every call.
+    """
+    return _threadpool_controller().limit(limits=1, user_api="blas")
 
 
 def _same_value(a, b):

@@ -364,3 +364,34 @@ def test_structural_parameters_are_checked_after_fit(data):
     model.set_params(step=0.5, warm_start=True)
     with pytest.raises(ValueError, match=r"fitted with step=0\.25"):
         model.fit(data)
+
+
+def test_single_threaded_blas_limits_then_restores_and_scans_once(monkeypatch):
+    """BLAS runs on one thread inside, as before outside, and the loaded
+    libraries are scanned once for every call, not at every call."""
+    import threadpoolctl
+
+    from skbinvi import _base
+
+    _base._threadpool_controller.cache_clear()
+    made = []
+    real = threadpoolctl.ThreadpoolController
+
+    def counting():
+        made.append(1)
+        return real()
+
+    monkeypatch.setattr(_base, "ThreadpoolController", counting)
+    before = [lib["num_threads"] for lib in threadpoolctl.threadpool_info()
+              if lib["user_api"] == "blas"]
+    for _ in range(3):
+        with _base.single_threaded_blas():
+            inside = [lib["num_threads"] for lib in threadpoolctl.threadpool_info()
+                      if lib["user_api"] == "blas"]
+            assert inside == [1] * len(before)
+            np.ones((50, 50)) @ np.ones((50, 50))
+        after = [lib["num_threads"] for lib in threadpoolctl.threadpool_info()
+                 if lib["user_api"] == "blas"]
+        assert after == before
+    assert len(made) == 1
+    _base._threadpool_controller.cache_clear()

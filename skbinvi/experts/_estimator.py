@@ -18,9 +18,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.extmath import row_norms
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
-from threadpoolctl import threadpool_limits
 
-from .._base import FIT_LOOP_CONSTRAINTS, BaseVariational
+from .._base import FIT_LOOP_CONSTRAINTS, BaseVariational, single_threaded_blas
 from .._validation import IntInterval
 from ._angular import mutual_angles
 from ._ascent import KAPPA_MAX, ObjectiveConfig, prior_constants
@@ -589,7 +588,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         start = time.perf_counter()
         # many small (p x p) BLAS calls: one thread each avoids the busy-waiting of
         # BLAS thread pools, which costs more than it gains at these sizes
-        with threadpool_limits(limits=1, user_api="blas"):
+        with single_threaded_blas():
             self._fit_loop(Xd, y_enc)
         self.fit_time_ = time.perf_counter() - start
         return self

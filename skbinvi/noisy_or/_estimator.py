@@ -19,9 +19,8 @@ from sklearn.utils import gen_batches
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import validate_data
-from threadpoolctl import threadpool_limits
 
-from .._base import FIT_LOOP_CONSTRAINTS, BaseVariational
+from .._base import FIT_LOOP_CONSTRAINTS, BaseVariational, single_threaded_blas
 from .._optim import Adam
 from .._validation import IntInterval, check_binary
 from . import _encoder, _jaakkola_jordan, _kernels
@@ -1272,7 +1271,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                 _LOCAL_STEP, _LOCAL_TOL, logit_q,
             )
         else:
-            with threadpool_limits(limits=1, user_api="blas"):
+            with single_threaded_blas():
                 logit_q = self._encode(X, indptr, indices, self._theta)[0]
             if self.n_refine_steps > 0:
                 self._refine(indptr, indices, logit_q)
@@ -1388,7 +1387,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             self._jj_weights = None
         # Minibatch matrices are small: threaded BLAS only adds overhead
         # (3x slower per epoch on 2 busy cores), as in scikit-learn's KMeans.
-        with threadpool_limits(limits=1, user_api="blas"):
+        with single_threaded_blas():
             value = self._run_epoch(X, rng)
         self._check_parameters_after_epoch()
         return value

@@ -12,9 +12,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import validate_data
-from threadpoolctl import threadpool_limits
 
-from .._base import FIT_LOOP_CONSTRAINTS, BaseVariational
+from .._base import FIT_LOOP_CONSTRAINTS, BaseVariational, single_threaded_blas
 from .._validation import IntInterval
 from . import _kernels
 
@@ -910,7 +909,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         self._logits = logits
         if init in ("spectral", "nmf"):
             q = expit(logits)
-            with threadpool_limits(limits=1, user_api="blas"):
+            with single_threaded_blas():
                 if self._stochastic:
                     self._start_weights(pairs, rng)
                 for _ in range(0 if self._stochastic else 3):  # EM weight steps
@@ -955,7 +954,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     def _iterate(self, X, y, rng):
         # the weight systems are small (D^2 + 1 unknowns): threaded BLAS only
         # adds overhead on busy cores (a 101 x 101 solve took 0.3 s, measured)
-        with threadpool_limits(limits=1, user_api="blas"):
+        with single_threaded_blas():
             return self._iterate_once(X, y, rng)
 
     def _iterate_once(self, X, y, rng):
