@@ -279,7 +279,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         active feature of a row whatever ``n_components`` is: on long
         documents with ``n_components`` of 50 or less, ``(n_components,)``
         makes an "acp" fit 1.1 to 2.5 times faster for about the same test
-        ELBO and features (measured on five corpora; see the User Guide,
+        ELBO and features (measured on eight corpora; see the User Guide,
         "Small K and the encoder's width"), while "avi" loses test ELBO with
         a narrower encoder.
     activation : {"relu", "tanh"}, default="relu"
