@@ -173,8 +173,13 @@ def machine_info():
 
 
 def table(headers, rows, title=None, notes=()):
-    """Print and return an aligned text table (numeric columns right-aligned)."""
-    rows = [["" if c is None else str(c) for c in row] for row in rows]
+    """Print and return an aligned text table (numeric columns right-aligned).
+
+    A row shorter than ``headers`` (a failed configuration's "ERROR" row) is
+    padded with empty cells.
+    """
+    rows = [["" if c is None else str(c) for c in row]
+            + [""] * (len(headers) - len(row)) for row in rows]
     widths = [
         max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
         for i, h in enumerate(headers)

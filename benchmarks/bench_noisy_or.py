@@ -480,7 +480,9 @@ def work_scaling(cfg):
         w, c = _timed_epochs(model, empty, 1)
         empty_wall += w
         empty_cpu += c
-    n_batches = -(-X.shape[0] // model.batch_size)
+    # the estimator's own minibatch size (batch_size="auto" depends on n_samples)
+    batch_size = min(model._batch_size(X.shape[0]), X.shape[0])
+    n_batches = -(-X.shape[0] // batch_size)
     window = _update_window(model, X.nnz / n_batches, n_batches)
     stats = _epoch_stats(first_wall + wall, first_cpu + cpu)
     stats["seconds_per_epoch"] = _r(min(wall))
@@ -1859,11 +1861,16 @@ def _scaling_finding(sel):
 
 
 def _scaling_notes(sc, part):
+    from skbinvi import NoisyORFactorizer
+
     n = sc["n_samples"]
+    default = NoisyORFactorizer()
+    batch, mc = min(default._batch_size(n), n), default.n_mc_samples
     notes = [
         "s/epoch, CPU s/epoch: fastest of the timed epochs after the first "
         "(initialization) epoch (timed epochs per n_features: "
-        f"{sc['timed_epochs']}), {-(-n // 128)} minibatches of 128 per epoch; "
+        f"{sc['timed_epochs']}), {-(-n // batch)} minibatches of {batch} per "
+        "epoch (the default batch_size='auto'); "
         "other load on the machine can only add time.",
         "empty-X s/epoch: fastest epoch on an all-zero X of the same shape "
         "(alternating with the real epochs, same model), i.e. the "
@@ -1876,8 +1883,8 @@ def _scaling_notes(sc, part):
         "minibatches in between; 1 = every row updated at every step).",
         "nnz part = s/epoch - empty-X s/epoch (a negative value or a share "
         "above 100% means the nnz part is below the run-to-run noise). s per "
-        "M(nnz*K): seconds per million (nnz * K), each with M=10 Monte Carlo "
-        "samples.",
+        "M(nnz*K): seconds per million (nnz * K), each with the default "
+        f"M={mc} Monte Carlo samples.",
         "RSS MiB: peak RSS growth during initialization + first epoch "
         "(parameters, Adam moments, gradient buffers).",
     ]
