@@ -481,7 +481,7 @@ def work_scaling(cfg):
         empty_wall += w
         empty_cpu += c
     # the estimator's own minibatch size (batch_size="auto" depends on n_samples)
-    batch_size = min(model._batch_size(X.shape[0]), X.shape[0])
+    batch_size = model._batch_size(X.shape[0])
     n_batches = -(-X.shape[0] // batch_size)
     window = _update_window(model, X.nnz / n_batches, n_batches)
     stats = _epoch_stats(first_wall + wall, first_cpu + cpu)
@@ -1865,7 +1865,7 @@ def _scaling_notes(sc, part):
 
     n = sc["n_samples"]
     default = NoisyORFactorizer()
-    batch, mc = min(default._batch_size(n), n), default.n_mc_samples
+    batch, mc = default._batch_size(n), default.n_mc_samples
     notes = [
         "s/epoch, CPU s/epoch: fastest of the timed epochs after the first "
         "(initialization) epoch (timed epochs per n_features: "

@@ -35,7 +35,7 @@ def test_scaling_worker_runs_with_the_default_batch_size(bench):
     n = 200
     res = bench.work_scaling({"n_samples": n, "n_features": 300, "nnz_per_row": 5,
                               "K": 3, "inference": "acp", "timed_epochs": 1})
-    batch = min(NoisyORFactorizer()._batch_size(n), n)
+    batch = NoisyORFactorizer()._batch_size(n)
     assert batch == 32
     assert res["n_batches"] == math.ceil(n / batch) == 7
     assert res["update_window"] >= 1

@@ -40,7 +40,7 @@ def _reference_epoch(est, X, rng, window):
     n_samples = X.shape[0]
     tau = est._temperature()
     order = rng.permutation(n_samples)
-    batch_size = min(est._batch_size(n_samples), n_samples)
+    batch_size = est._batch_size(n_samples)
     n_batches = -(-n_samples // batch_size)
     everything = np.arange(X.shape[1])
     now = 0

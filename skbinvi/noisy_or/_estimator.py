@@ -899,9 +899,10 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
     # --------------------------------------------------------------- training
     def _batch_size(self, n_samples):
+        """Rows per minibatch of an epoch over n_samples rows (at most n_samples)."""
         if self.batch_size == "auto":
-            return min(256, max(32, n_samples // 16))
-        return self.batch_size
+            return min(256, max(32, n_samples // 16), n_samples)
+        return min(self.batch_size, n_samples)
 
     def _temperature(self):
         tau = self.temperature * np.exp(-self.temperature_decay * self._epoch)
@@ -928,7 +929,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         K = self.n_components
         tau = self._temperature()
         order = rng.permutation(n_samples)
-        batch_size = min(self._batch_size(n_samples), n_samples)
+        batch_size = self._batch_size(n_samples)
         n_batches = -(-n_samples // batch_size)
         window = _update_window(self, X.nnz / n_batches, n_batches)
         opt = self._optimizer
