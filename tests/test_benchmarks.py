@@ -52,3 +52,19 @@ def test_table_pads_the_rows_of_failed_configurations(bench):
     lines = text.splitlines()
     assert any("ERROR" in line for line in lines)
     assert len({len(line.rstrip()) for line in lines if "x" in line}) == 1
+
+
+def test_raw_vocabulary_corpora_are_available_to_every_section(bench):
+    """``--ttq-corpora r4long`` (and r7, rare, r52) reaches the corpora of
+    bench_noisy_or_raw.py: the documented 771 training and 299 test
+    documents of 4 topics, binary float64 CSR, one vocabulary for both."""
+    import bench_noisy_or_raw
+
+    if not Path(bench_noisy_or_raw.build_datasets.DEFAULT_REUTERS_SOURCE).is_dir():
+        pytest.skip("the Reuters-21578 source files are not beside the checkout")
+    X_train, y_train, X_test, y_test = bench._corpus("r4long")
+    assert X_train.shape[0] == y_train.shape[0] == 771
+    assert X_test.shape[0] == y_test.shape[0] == 299
+    assert X_train.shape[1] == X_test.shape[1]
+    assert set(y_train) == set(y_test) == {"crude", "trade", "money-fx", "interest"}
+    assert X_train.dtype == float and set(X_train.data) == {1.0}
