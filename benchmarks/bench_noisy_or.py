@@ -36,7 +36,8 @@ ttq
     ``news-open news-pairs`` on very long documents made from them.
     ``--ttq-corpora r4long r7 rare r52`` takes the Reuters corpora with a
     vocabulary built from the raw text of ``bench_noisy_or_raw.py`` (every
-    section that reads ``--ttq-corpora``).
+    section that reads ``--ttq-corpora``), and ``adult`` binary tabular data
+    (UCI Adult, one-hot: ``skbinvi.datasets.load_adult``).
 rare (only when asked: ``--sections rare``)
     The causes of default fits whose prior ends at or below 0.01 (bodies and
     R8, K in {100, 150}, or as ``--ttq-corpora``, ``--ttq-seeds``,
@@ -627,7 +628,9 @@ def _corpus(name):
     104 pixels on per image); "news", "news-lead": news articles by source
     site (9 classes, accuracy; see ``_news_corpus``); "r4long", "r7",
     "rare", "r52": Reuters bodies with a vocabulary built from the raw text
-    (accuracy; see ``bench_noisy_or_raw.py``).
+    (accuracy; see ``bench_noisy_or_raw.py``); "adult": tabular data, UCI
+    Adult in the a9a one-hot encoding (123 binary features, 14 on per row;
+    32,561 training and 16,281 test rows; income above 50K, accuracy).
     """
     from skbinvi.datasets import load_binary_mnist, load_reuters
 
@@ -635,6 +638,12 @@ def _corpus(name):
         return _news_corpus(name)
     if name in RAW_CORPORA:
         return _raw_corpus(name)
+    if name == "adult":
+        from skbinvi.datasets import load_adult
+
+        train = load_adult(subset="train")
+        test = load_adult(subset="test")
+        return train.data, train.target, test.data, test.target
     if name == "mnist":
         import numpy as np
         import scipy.sparse as sp
@@ -1013,12 +1022,13 @@ def main(argv=None):
         nargs="+",
         default=None,
         choices=["body", "r8", "headline", "mnist", "news", "news-lead",
-                 "news-open", "news-pairs", "r4long", "r7", "rare", "r52"],
+                 "news-open", "news-pairs", "r4long", "r7", "rare", "r52",
+                 "adult"],
         help="corpora of the time-to-quality section (default body r8 headline, "
         "quick body r8; mnist: binary MNIST images as documents of pixels; news, "
         "news-lead, news-open, news-pairs: see --news-articles; r4long, r7, rare, "
-        "r52: the raw-vocabulary Reuters corpora of bench_noisy_or_raw.py); K as "
-        "--components",
+        "r52: the raw-vocabulary Reuters corpora of bench_noisy_or_raw.py; adult: "
+        "UCI Adult one-hot, tabular binary data); K as --components",
     )
     parser.add_argument(
         "--news-articles",
