@@ -37,7 +37,8 @@ ttq
     ``--ttq-corpora r4long r7 rare r52`` takes the Reuters corpora with a
     vocabulary built from the raw text of ``bench_noisy_or_raw.py`` (every
     section that reads ``--ttq-corpora``), and ``adult`` binary tabular data
-    (UCI Adult, one-hot: ``skbinvi.datasets.load_adult``).
+    (UCI Adult, one-hot: ``skbinvi.datasets.load_adult``), and ``digits``
+    small binary images (scikit-learn's 8 x 8 digits, binarized).
 rare (only when asked: ``--sections rare``)
     The causes of default fits whose prior ends at or below 0.01 (bodies and
     R8, K in {100, 150}, or as ``--ttq-corpora``, ``--ttq-seeds``,
@@ -630,7 +631,10 @@ def _corpus(name):
     "rare", "r52": Reuters bodies with a vocabulary built from the raw text
     (accuracy; see ``bench_noisy_or_raw.py``); "adult": tabular data, UCI
     Adult in the a9a one-hot encoding (123 binary features, 14 on per row;
-    32,561 training and 16,281 test rows; income above 50K, accuracy).
+    32,561 training and 16,281 test rows; income above 50K, accuracy);
+    "digits": scikit-learn's 8 x 8 handwritten digits, a pixel on when above
+    half intensity (1,797 images, 21 of 64 pixels on per image; stratified
+    70/30 split with seed 0; the digit, accuracy).
     """
     from skbinvi.datasets import load_binary_mnist, load_reuters
 
@@ -638,6 +642,17 @@ def _corpus(name):
         return _news_corpus(name)
     if name in RAW_CORPORA:
         return _raw_corpus(name)
+    if name == "digits":
+        import numpy as np
+        import scipy.sparse as sp
+        from sklearn.datasets import load_digits
+        from sklearn.model_selection import train_test_split
+
+        X, y = load_digits(return_X_y=True)
+        X = sp.csr_matrix((X > 7).astype(np.float64))  # on: above half intensity
+        X_train, X_test, y_train, y_test = train_test_split(
+            X, y, test_size=0.3, random_state=0, stratify=y)
+        return X_train, y_train, X_test, y_test
     if name == "adult":
         from skbinvi.datasets import load_adult
 
@@ -1023,12 +1038,13 @@ def main(argv=None):
         default=None,
         choices=["body", "r8", "headline", "mnist", "news", "news-lead",
                  "news-open", "news-pairs", "r4long", "r7", "rare", "r52",
-                 "adult"],
+                 "adult", "digits"],
         help="corpora of the time-to-quality section (default body r8 headline, "
         "quick body r8; mnist: binary MNIST images as documents of pixels; news, "
         "news-lead, news-open, news-pairs: see --news-articles; r4long, r7, rare, "
         "r52: the raw-vocabulary Reuters corpora of bench_noisy_or_raw.py; adult: "
-        "UCI Adult one-hot, tabular binary data); K as --components",
+        "UCI Adult one-hot, tabular binary data; digits: scikit-learn's 8 x 8 digits, "
+        "binarized); K as --components",
     )
     parser.add_argument(
         "--news-articles",
