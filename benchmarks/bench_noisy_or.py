@@ -616,7 +616,17 @@ def _raw_corpus(name):
 
     import bench_noisy_or_raw as raw
 
-    return raw.raw_corpora(Path(raw.build_datasets.DEFAULT_REUTERS_SOURCE))[name]
+    source = Path(raw.build_datasets.DEFAULT_REUTERS_SOURCE)
+    return raw.raw_corpora(source, names=(name,))[name]
+
+
+def _stratified_split(X, y, seed):
+    """(X_train, y_train, X_test, y_test): a stratified 70/30 split."""
+    from sklearn.model_selection import train_test_split
+
+    X_train, X_test, y_train, y_test = train_test_split(
+        X, y, test_size=0.3, random_state=seed, stratify=y)
+    return X_train, y_train, X_test, y_test
 
 
 def _corpus(name):
@@ -646,13 +656,10 @@ def _corpus(name):
         import numpy as np
         import scipy.sparse as sp
         from sklearn.datasets import load_digits
-        from sklearn.model_selection import train_test_split
 
         X, y = load_digits(return_X_y=True)
         X = sp.csr_matrix((X > 7).astype(np.float64))  # on: above half intensity
-        X_train, X_test, y_train, y_test = train_test_split(
-            X, y, test_size=0.3, random_state=0, stratify=y)
-        return X_train, y_train, X_test, y_test
+        return _stratified_split(X, y, seed=0)
     if name == "adult":
         from skbinvi.datasets import load_adult
 
@@ -662,13 +669,10 @@ def _corpus(name):
     if name == "mnist":
         import numpy as np
         import scipy.sparse as sp
-        from sklearn.model_selection import train_test_split
 
         X, y = load_binary_mnist(return_X_y=True)
-        X = sp.csr_matrix(np.asarray(X, dtype=np.float64))
-        X_train, X_test, y_train, y_test = train_test_split(
-            X, y, test_size=0.3, random_state=1, stratify=y)
-        return X_train, y_train, X_test, y_test
+        return _stratified_split(sp.csr_matrix(np.asarray(X, dtype=np.float64)), y,
+                                 seed=1)
     kw = dict(categories="r8", text="body") if name == "r8" else dict(text=name)
     train = load_reuters(subset="train", **kw)
     test = load_reuters(subset="test", **kw)

@@ -69,8 +69,8 @@ CORPORA = ("r4long", "r7", "rare", "r52")
 DEFAULT_CORPORA = ("r4long", "r7", "rare")
 
 
-def raw_corpora(source):
-    """The corpora: name -> (X_train, y_train, X_test, y_test), binary CSR."""
+def raw_corpora(source, names=CORPORA):
+    """The corpora ``names``: name -> (X_train, y_train, X_test, y_test), binary CSR."""
     from sklearn.feature_extraction.text import CountVectorizer
 
     docs = build_datasets.select_modapte(build_datasets.parse_reuters_sgml(source))
@@ -88,7 +88,8 @@ def raw_corpora(source):
     # r52: the whole vocabulary of words in two documents or more
     vectorizer_options = {"r52": dict(min_df=2, max_features=None)}
     out = {}
-    for name, keep in topics.items():
+    for name in names:
+        keep = topics[name]
         train = [d for d in single if d["topics"][0] in keep
                  and d["lewissplit"] == "TRAIN"]
         test = [d for d in single if d["topics"][0] in keep
