@@ -136,6 +136,8 @@ def machine_info():
         "sklearn": sklearn.__version__,
         "numba": numba.__version__,
         "skbinvi": getattr(skbinvi, "__version__", None),
+        # threads of the package's split passes (NUMBA_NUM_THREADS)
+        "kernel_threads": int(numba.config.NUMBA_NUM_THREADS),
         "blas": [
             {
                 k: d.get(k)

@@ -3,17 +3,153 @@
 Kernels are compiled lazily on first use and cached on disk (``cache=True``) so
 that later processes load them in milliseconds. Set the environment variable
 ``SKBINVI_NUMBA_CACHE=0`` to turn caching off (for example on a read-only
-install), or point ``NUMBA_CACHE_DIR`` at a writable folder.
+install), or point ``NUMBA_CACHE_DIR`` at a writable folder. Large passes
+of the noisy-OR kernels run on Python threads (:func:`run_parts`), as many
+as ``NUMBA_NUM_THREADS``.
 """
 
+import itertools
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import llvmlite.binding as llvm
 import numba
+import numpy as np
 from numba import types
 from numba.extending import get_cython_function_address
 
 NUMBA_CACHE = os.getenv("SKBINVI_NUMBA_CACHE", "1").lower() in {"1", "true", "yes"}
+
+
+def thread_count():
+    """Threads the row kernels of the package may use (at least 1).
+
+    ``NUMBA_NUM_THREADS``, read when Numba is imported: by default the number
+    of CPUs; joblib's worker processes lower it (it is one of the variables
+    that joblib sets to share the CPUs between workers).
+    """
+    return max(1, int(numba.config.NUMBA_NUM_THREADS))
+
+
+def parallel_pays(work, min_work, n_tasks=2):
+    """Whether a pass should run on several threads (:func:`run_parts`).
+
+    A pass pays from about ``min_work`` units of work on (below, handing it
+    to threads costs more than it saves), with at least two tasks and two
+    threads. Split passes give the same numbers, so the choice only changes
+    the time.
+
+    Parameters
+    ----------
+    work : int or float
+        Size of the pass, in the kernel's own unit (e.g. row-cause pairs).
+    min_work : int or float
+        Smallest work that runs on threads.
+    n_tasks : int, default=2
+        Number of independent parts the pass can be split into.
+
+    Returns
+    -------
+    bool
+    """
+    return n_tasks >= 2 and work >= min_work and thread_count() >= 2
+
+
+_POOL = None
+_POOL_LOCK = threading.Lock()
+
+
+def _forget_pool():
+    # a forked child has none of its parent's threads: start a new pool
+    global _POOL
+    _POOL = None
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
+def run_parts(kernel, parts):
+    """Run ``kernel(*args)`` for every ``args`` in ``parts`` on threads.
+
+    The calling thread and up to ``thread_count() - 1`` threads of a pool
+    (created on first use) take the parts in order, each the next one left,
+    until none is left: parts of unequal cost keep every thread busy.
+    ``kernel`` must release the GIL (a Numba function compiled with
+    ``nogil=True``, or a SciPy sparse product) and the parts must write to
+    disjoint memory. Python threads rather than ``parallel=True`` kernels:
+    GNU OpenMP, Numba's usual threading layer on Linux, makes a process
+    that has used it unable to ``fork`` (the children of a ``multiprocessing``
+    pool are terminated), and its threads busy-wait between passes.
+
+    Parameters
+    ----------
+    kernel : callable
+    parts : list of tuple
+        The arguments of each call.
+
+    Returns
+    -------
+    results : list
+        ``kernel``'s return values, in the order of ``parts``.
+
+    Raises
+    ------
+    Exception
+        The first exception of a part, once every part has ended.
+    """
+    global _POOL
+    n_workers = min(thread_count(), len(parts))
+    if n_workers <= 1:
+        return [kernel(*args) for args in parts]
+    results = [None] * len(parts)
+    counter = itertools.count()  # next() is atomic: each part is taken once
+
+    def drain():
+        for i in iter(counter.__next__, None):
+            if i >= len(parts):
+                return
+            results[i] = kernel(*parts[i])
+
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=thread_count() - 1,
+                                       thread_name_prefix="skbinvi")
+        pool = _POOL
+    futures = [pool.submit(drain) for _ in range(n_workers - 1)]
+    try:
+        drain()
+    finally:
+        # every part ends before returning or raising: they write into the
+        # caller's arrays
+        wait(futures)
+    for future in futures:
+        future.result()
+    return results
+
+
+def balanced_parts(cumulative, n_parts):
+    """Split items 0..n-1 into up to ``n_parts`` contiguous ranges of equal work.
+
+    Parameters
+    ----------
+    cumulative : ndarray of shape (n + 1,)
+        Nondecreasing; ``cumulative[i + 1] - cumulative[i]`` is the work of
+        item i (e.g. a CSR ``indptr``).
+    n_parts : int
+
+    Returns
+    -------
+    bounds : list of (int, int)
+        Nonempty ranges ``(lo, hi)`` covering 0..n-1 in order.
+    """
+    n = cumulative.shape[0] - 1
+    targets = cumulative[0] + (cumulative[n] - cumulative[0]) * (
+        np.arange(1, n_parts) / n_parts)
+    cuts = np.searchsorted(cumulative, targets, side="left")
+    edges = np.unique(np.concatenate(([0], np.clip(cuts, 0, n), [n])))
+    return [(int(lo), int(hi)) for lo, hi in zip(edges[:-1], edges[1:], strict=True)
+            if hi > lo]
 
 
 def njit(func=None, **kwargs):

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ._math import SOFTPLUS_BLOCK, softplus_sigmoid
-from ._numba import njit
+from ._numba import balanced_parts, njit, parallel_pays, run_parts, thread_count
 
 
 @njit(error_model="numpy", inline="always")
@@ -46,41 +46,61 @@ def _adam_update(param, grad, m, v, step_size, beta1, beta2, epsilon):
         param[j] += move
 
 
+@njit(error_model="numpy", inline="always")
+def _adam_row(pp, pm, pv, gj, has_grad, step_size, beta1, beta2, epsilon):
+    """The Adam step of one row (1-D views; ``gj`` unused without gradient)."""
+    P = pp.shape[0]
+    # the zero-gradient case in its own loop: both loops then vectorize
+    if not has_grad:
+        for p in range(P):
+            pm[p], pv[p], move = _adam_moments(0.0, pm[p], pv[p], beta1, beta2,
+                                               step_size, epsilon)
+            pp[p] += move
+        return
+    for p in range(P):
+        pm[p], pv[p], move = _adam_moments(gj[p], pm[p], pv[p], beta1, beta2,
+                                           step_size, epsilon)
+        pp[p] += move
+
+
 @njit(error_model="numpy")
 def _adam_update_rows(param, grad, rows, m, v, step_size, beta1, beta2, epsilon):
     """Adam ascent step on the rows ``rows`` of a 2-D parameter, in place.
 
-    ``param``, ``m``, ``v`` have shape (D, P); ``rows`` (R,) int64;
+    ``param``, ``m``, ``v`` have shape (D, P); ``rows`` (R,) int64, distinct;
     ``grad`` has shape (R, P) (row j is the gradient of row ``rows[j]``) or
     (0, P), which means a zero gradient: the step then moves the rows by their
     momentum alone, as dense Adam does for a parameter with no gradient.
-    Compiled with ``error_model="numpy"`` as :func:`_adam_update`.
+    Compiled with ``error_model="numpy"`` as :func:`_adam_update`. Every row
+    is updated on its own (:meth:`Adam.update_rows` splits a large update
+    between threads, with the same numbers).
 
     Checked against a NumPy Adam step in
     tests/test_noisy_or_kernels.py::test_fused_adam_matches_numpy_reference and,
     within training, against the dense reference epoch of tests/test_noisy_or_tr
     aining.py::test_row_sparse_epochs_match_dense_reference.
     """
-    P = param.shape[1]
-    # the zero-gradient case in its own loop, and the rows as 1-D views: the
-    # inner loops then vectorize (0.29 ms per call for 2,500 rows of 100
-    # entries, against 0.95 ms for one loop with the division check)
-    if grad.shape[0] == 0:
-        for j in range(rows.shape[0]):
-            i = rows[j]
-            pm, pv, pp = m[i], v[i], param[i]
-            for p in range(P):
-                pm[p], pv[p], move = _adam_moments(0.0, pm[p], pv[p], beta1, beta2,
-                                                   step_size, epsilon)
-                pp[p] += move
-        return
-    for j in range(rows.shape[0]):
+    _adam_rows_range(0, rows.shape[0], param, grad, rows, m, v, step_size, beta1,
+                     beta2, epsilon)
+
+
+@njit(error_model="numpy", nogil=True)
+def _adam_rows_range(lo, hi, param, grad, rows, m, v, step_size, beta1, beta2, epsilon):
+    """:func:`_adam_update_rows` of ``rows[lo:hi]``."""
+    # the rows as 1-D views: the inner loops then vectorize (0.29 ms per call
+    # for 2,500 rows of 100 entries, against 0.95 ms for one loop with the
+    # division check)
+    has_grad = grad.shape[0] > 0
+    for j in range(lo, hi):
         i = rows[j]
-        pm, pv, pp, gj = m[i], v[i], param[i], grad[j]
-        for p in range(P):
-            pm[p], pv[p], move = _adam_moments(gj[p], pm[p], pv[p], beta1, beta2,
-                                               step_size, epsilon)
-            pp[p] += move
+        # without a gradient the row itself stands in for it (not read)
+        _adam_row(param[i], m[i], v[i], grad[j] if has_grad else param[i],
+                  has_grad, step_size, beta1, beta2, epsilon)
+
+
+# Entries from which an Adam row update runs on threads (break-even about a
+# quarter of it on two threads)
+PARALLEL_MIN_ENTRIES = 200_000
 
 
 @njit(error_model="numpy")
@@ -112,11 +132,26 @@ def _adam_update_softplus_rows(raw, value, slope, colsum, rows, grad_rows, grad,
     views, so that they compile to SIMD instructions; rows are refreshed
     about ``SOFTPLUS_BLOCK`` entries at a time.
 
+    :meth:`Adam.update_softplus_rows` can split the same steps between
+    threads (:func:`_softplus_rows_range`) for a caller that recomputes
+    ``colsum``.
+
     Checked against the dense reference epoch (plain Adam on every row at every
     step) of tests/test_noisy_or_training.py::test_row_sparse_epochs_match_dense
     _reference, and against a NumPy step in
     tests/test_noisy_or_kernels.py::test_softplus_adam_rows_match_numpy_reference.
     """
+    _softplus_rows_range(0, rows.shape[0], raw, value, slope, colsum, True, rows,
+                         grad_rows, grad, delayed, last, now, m, v, step_size,
+                         beta1, beta2, epsilon)
+
+
+@njit(error_model="numpy", nogil=True)
+def _softplus_rows_range(j_lo, j_hi, raw, value, slope, colsum, track, rows,
+                         grad_rows, grad, delayed, last, now, m, v, step_size, beta1,
+                         beta2, epsilon):
+    """:func:`_adam_update_softplus_rows` of ``rows[j_lo:j_hi]`` (``j_lo`` a
+    multiple of the group size); ``colsum`` is refreshed only if ``track``."""
     P = raw.shape[1]
     sparse = grad.shape[0] > 0
     dnow = delayed[now]
@@ -129,8 +164,8 @@ def _adam_update_softplus_rows(raw, value, slope, colsum, rows, grad_rows, grad,
     fresh = np.empty(group * P)
     fresh_slope = np.empty(group * P)
     g = np.empty(P)
-    for j0 in range(0, rows.shape[0], group):
-        j1 = min(j0 + group, rows.shape[0])
+    for j0 in range(j_lo, j_hi, group):
+        j1 = min(j0 + group, j_hi)
         for j in range(j0, j1):
             i = rows[j]
             dlag = delayed[last[i]]
@@ -155,8 +190,10 @@ def _adam_update_softplus_rows(raw, value, slope, colsum, rows, grad_rows, grad,
             i = rows[j]
             at = (j - j0) * P
             fv, fs, vl, sl = fresh[at:at + P], fresh_slope[at:at + P], value[i], slope[i]
+            if track:
+                for p in range(P):
+                    colsum[p] += fv[p] - vl[p]
             for p in range(P):
-                colsum[p] += fv[p] - vl[p]
                 vl[p] = fv[p]
                 sl[p] = fs[p]
 
@@ -241,8 +278,9 @@ class Adam:
         self.beta2 = beta2
         self.epsilon = epsilon
         self.t = 0
-        self.m = [np.zeros_like(p) for p in params]
-        self.v = [np.zeros_like(p) for p in params]
+        # np.zeros, not zeros_like: the pages are zeroed when first written
+        self.m = [np.zeros(p.shape, dtype=p.dtype) for p in params]
+        self.v = [np.zeros(p.shape, dtype=p.dtype) for p in params]
 
     @property
     def step_size(self):
@@ -271,12 +309,19 @@ class Adam:
         param = _rows_view(self.params[i])
         grad = (np.empty((0, param.shape[1])) if grad is None
                 else _rows_view(np.ascontiguousarray(grad)))
-        _adam_update_rows(param, grad, rows, _rows_view(self.m[i]),
-                          _rows_view(self.v[i]), self.step_size, self.beta1,
-                          self.beta2, self.epsilon)
+        args = (param, grad, rows, _rows_view(self.m[i]), _rows_view(self.v[i]),
+                self.step_size, self.beta1, self.beta2, self.epsilon)
+        R = rows.shape[0]
+        if not parallel_pays(R * param.shape[1], PARALLEL_MIN_ENTRIES, n_tasks=R):
+            _adam_update_rows(*args)
+            return
+        # the rows are distinct: the parts write to disjoint rows
+        run_parts(_adam_rows_range, [
+            (lo, hi, *args) for lo, hi in balanced_parts(np.arange(R + 1),
+                                                         thread_count())])
 
     def update_softplus_rows(self, i, rows, grad, delayed, last, now, value, slope,
-                             colsum, grad_rows=None):
+                             colsum, grad_rows=None, colsum_recomputed=False):
         """Apply the current step to rows of a softplus-parametrized ``params[i]``.
 
         See :func:`_adam_update_softplus_rows`: ``params[i]`` is the raw
@@ -287,6 +332,9 @@ class Adam:
         j), and ``delayed``, ``last``, ``now`` describe the delayed dense
         gradient. A 1-D ``params[i]`` (one entry per row; ``delayed`` and
         ``grad`` then 1-D too) goes to :func:`_adam_update_softplus_entries`.
+        With ``colsum_recomputed=True`` the caller recomputes ``colsum`` after
+        the call, which may then leave it stale, and ``rows`` are distinct: a
+        large update is then split between threads (the same numbers).
         """
         raw = self.params[i]
         if grad is None:
@@ -303,12 +351,23 @@ class Adam:
                 self.epsilon,
             )
             return
-        _adam_update_softplus_rows(
-            _rows_view(raw), _rows_view(value), _rows_view(slope), colsum, rows,
-            grad_rows, _rows_view(grad), _rows_view(delayed), last, now,
-            _rows_view(self.m[i]), _rows_view(self.v[i]), self.step_size,
-            self.beta1, self.beta2, self.epsilon,
-        )
+        args = (rows, grad_rows, _rows_view(grad), _rows_view(delayed), last, now,
+                _rows_view(self.m[i]), _rows_view(self.v[i]), self.step_size,
+                self.beta1, self.beta2, self.epsilon)
+        raw, value, slope = _rows_view(raw), _rows_view(value), _rows_view(slope)
+        R, P = rows.shape[0], raw.shape[1]
+        group = max(1, SOFTPLUS_BLOCK // P)
+        if not (colsum_recomputed and parallel_pays(R * P, PARALLEL_MIN_ENTRIES,
+                                                    n_tasks=R // group)):
+            _adam_update_softplus_rows(raw, value, slope, colsum, *args)
+            return
+        # parts of whole groups of rows (the serial kernel's groups, so the
+        # same numbers), the column sums left to the caller
+        bounds = balanced_parts(np.arange(0, R + group, group).clip(max=R),
+                                thread_count())
+        run_parts(_softplus_rows_range, [
+            (lo * group, min(R, hi * group), raw, value, slope, colsum, False, *args)
+            for lo, hi in bounds])
 
     def step(self, grads):
         """Take one ascent step along ``grads`` (same order as ``params``)."""

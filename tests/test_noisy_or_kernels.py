@@ -695,3 +695,230 @@ def test_compact_columns_matches_unique(dtype, nnz, n_features):
     assert_array_equal(features, expected)
     assert_array_equal(local, inverse.reshape(-1))
     assert_array_equal(marker, -1)  # the scratch is left as it was given
+
+
+@pytest.fixture
+def split_passes(monkeypatch):
+    """Every pass of the threaded wrappers split into 3 parts on threads."""
+    from skbinvi import _numba, _optim
+
+    for module in (_kernels, _optim, _numba):
+        monkeypatch.setattr(module, "thread_count", lambda: 3, raising=False)
+    monkeypatch.setattr(_kernels, "PARALLEL_MIN_WORK", 0)
+    monkeypatch.setattr(_optim, "PARALLEL_MIN_ENTRIES", 0)
+
+
+def test_split_row_kernels_equal_serial_ones(split_passes):
+    """The passes split between threads give the serial kernels' numbers to
+    the last bit: rows of unequal length (some empty), shared and per-row
+    uniforms, the gradient kernels' row and feature passes."""
+    from skbinvi._optim import Adam
+
+    rng = np.random.default_rng(7)
+    B, D, K, H, M = 83, 60, 12, 7, 3
+    dense = rng.random((B, D)) < rng.uniform(0.0, 0.4, size=(B, 1))
+    dense[::9] = False
+    X = sp.csr_matrix(dense.astype(float))
+    indptr, indices = _csr(X)
+    theta = rng.uniform(0.05, 1.5, size=(D, K))
+    leak = rng.uniform(0.01, 0.5, size=D)
+    logit_q = rng.normal(scale=3.0, size=(B, K))
+    logit_prior = rng.normal(size=K)
+    colsum, leak_sum = theta.sum(0), leak.sum()
+    assert len(_kernels._row_parts(indptr, B, K)) == 3
+
+    uniforms = rng.random((40, K))
+    serial, split = np.empty(B), np.empty(B)
+    _kernels.discrete_elbo(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
+                           logit_prior, uniforms, serial)
+    _kernels.discrete_elbo_rows(indptr, indices, theta, leak, colsum, leak_sum,
+                                logit_q, logit_prior, uniforms, split)
+    assert np.all(np.isfinite(serial))
+    assert_array_equal(split, serial)
+
+    for local_uniforms in (rng.random((1, 3, K)), rng.random((B, 3, K))):
+        a, b = logit_q.copy(), logit_q.copy()
+        most_a = _kernels.local_optimize(indptr, indices, theta, leak, colsum,
+                                         logit_prior, local_uniforms, 6, 0.5, 1e-3, a)
+        most_b = _kernels.local_optimize_rows(indptr, indices, theta, leak, colsum,
+                                              logit_prior, local_uniforms, 6, 0.5, 1e-3,
+                                              b)
+        assert not np.array_equal(a, logit_q)
+        assert_array_equal(b, a)
+        assert most_b == most_a
+
+    relaxed_uniforms = rng.random((B, M, K))
+    outputs = []
+    for kernel in (_kernels.relaxed_elbo_grad, _kernels.relaxed_elbo_grad_rows):
+        out = dict(g_theta=np.full_like(theta, np.nan),
+                   g_leak=np.full_like(leak, np.nan),
+                   g_theta_dense=np.empty(K), g_logit_q=np.empty((B, K)),
+                   g_logit_prior=np.empty(K), elbo_relaxed=np.empty(B),
+                   elbo_discrete=np.empty(B))
+        kernel(indptr, indices, theta, leak, colsum, leak_sum, logit_q, logit_prior,
+               relaxed_uniforms, 0.5, **out)
+        outputs.append(out)
+    for name, value in outputs[0].items():
+        assert np.all(np.isfinite(value)), name
+        assert_array_equal(outputs[1][name], value, err_msg=name)
+
+    hidden = rng.random((B, H))
+    coef_out = rng.normal(size=(D, H))
+    intercept_out = rng.normal(size=D)
+    nnz = indices.shape[0]
+    heads = []
+    variants = ((_kernels.acp_psi, _kernels.acp_logits),
+                (_kernels.acp_psi_rows, _kernels.acp_logits_rows))
+    for psi_kernel, logits_kernel in variants:
+        pre, psi, logits = np.empty(nnz), np.empty(nnz), np.empty((B, K))
+        psi_kernel(indptr, indices, hidden, coef_out, intercept_out, pre, psi)
+        logits_kernel(indptr, indices, psi, theta, colsum, logit_prior, logits)
+        heads.append((pre, psi, logits))
+    for x, y in zip(*heads, strict=True):
+        assert_array_equal(y, x)
+    pre, psi, _ = heads[0]
+    g_logit_q = rng.normal(size=(B, K))
+    outputs = []
+    for kernel in (_kernels.acp_backward, _kernels.acp_backward_rows):
+        g_theta = np.ones_like(theta)  # the kernel adds to it
+        g_theta_dense = np.ones(K)
+        out = (g_theta, g_theta_dense, np.full_like(coef_out, np.nan),
+               np.full(D, np.nan), np.full((B, H), np.nan))
+        kernel(indptr, indices, g_logit_q, psi, pre, theta, hidden, coef_out, *out)
+        outputs.append(out)
+    for x, y in zip(*outputs, strict=True):
+        assert np.all(np.isfinite(x))
+        assert_array_equal(y, x)
+
+    # Adam on distinct rows of a (D, P) parameter, with and without gradient
+    D, P = 1500, 50
+    rows = rng.permutation(D)[:1100].astype(np.int64)
+    for grad in (rng.normal(size=(rows.size, P)), None):
+        states = []
+        for threads in (False, True):
+            r = np.random.default_rng(1)
+            param = r.normal(size=(D, P))
+            opt = Adam([param], learning_rate=0.01)
+            opt.m[0][:] = r.normal(size=(D, P))
+            opt.v[0][:] = r.random((D, P))
+            opt.tick()
+            if threads:
+                opt.update_rows(0, rows, grad)
+            else:
+                _optim_serial_rows(opt, rows, grad)
+            states.append((param, opt.m[0], opt.v[0]))
+        for x, y in zip(*states, strict=True):
+            assert_array_equal(y, x)
+    # the softplus rows: every row, some with a sparse gradient, as the end
+    # of a training window updates them (the split update leaves the column
+    # sums to its caller)
+    all_rows = np.arange(D, dtype=np.int64)
+    grad_rows = np.full(D, -1, dtype=np.int64)
+    active = rng.choice(D, 300, replace=False)
+    grad_rows[active] = np.arange(300)
+    grad = rng.normal(size=(300, P))
+    delayed = np.cumsum(rng.normal(size=(4, P)), axis=0)
+    last = rng.integers(0, 3, size=D).astype(np.int64)
+    states = []
+    for recomputed in (False, True):
+        r = np.random.default_rng(2)
+        raw = r.normal(size=(D, P))
+        opt = Adam([raw], learning_rate=0.01)
+        opt.m[0][:] = r.normal(size=(D, P))
+        opt.v[0][:] = r.random((D, P))
+        opt.tick()
+        value, slope = np.logaddexp(0.0, raw), expit(raw)
+        opt.update_softplus_rows(0, all_rows, grad, delayed, last, 3, value, slope,
+                                 value.sum(0), grad_rows,
+                                 colsum_recomputed=recomputed)
+        states.append((raw, value, slope, opt.m[0], opt.v[0]))
+    for x, y in zip(*states, strict=True):
+        assert_array_equal(y, x)
+
+
+def _optim_serial_rows(opt, rows, grad):
+    """Adam.update_rows through the serial kernel."""
+    from skbinvi._optim import _adam_update_rows, _rows_view
+
+    param = _rows_view(opt.params[0])
+    grad = np.empty((0, param.shape[1])) if grad is None else grad
+    _adam_update_rows(param, grad, rows, opt.m[0], opt.v[0], opt.step_size,
+                      opt.beta1, opt.beta2, opt.epsilon)
+
+
+def test_balanced_parts_cover_the_items_in_order():
+    from skbinvi._numba import balanced_parts
+
+    cumulative = np.concatenate(([0], np.cumsum([5, 0, 0, 9, 1, 1, 30, 2])))
+    for n_parts in (1, 2, 3, 8, 20):
+        parts = balanced_parts(cumulative, n_parts)
+        assert parts[0][0] == 0 and parts[-1][1] == 8
+        assert all(hi > lo for lo, hi in parts)
+        assert all(a[1] == b[0] for a, b in zip(parts[:-1], parts[1:], strict=True))
+        assert len(parts) <= n_parts
+    assert balanced_parts(np.zeros(1), 3) == []
+
+
+def test_run_parts_returns_in_order_and_raises():
+    from skbinvi import _numba
+
+    @_numba.njit(nogil=True)
+    def square_sum(lo, hi):
+        total = 0
+        for i in range(lo, hi):
+            total += i * i
+        return total
+
+    parts = [(0, 10), (10, 20), (20, 35)]
+    assert _numba.run_parts(square_sum, parts) == [sum(i * i for i in range(a, b))
+                                                  for a, b in parts]
+
+    def fails(x):
+        if x == 2:
+            raise ValueError("part 2")
+        return x
+
+    with pytest.raises(ValueError, match="part 2"):
+        _numba.run_parts(fails, [(1,), (2,), (3,)])
+
+
+@pytest.mark.parametrize("inference", ["acp", "avi", "svi"])
+def test_fit_is_the_same_with_and_without_threads(inference, split_passes,
+                                                   monkeypatch):
+    """A fit whose passes are all split between threads equals one that runs
+    them all serially, to the last bit (the threads only change the time)."""
+    from skbinvi import _optim
+
+    rng = np.random.default_rng(0)
+    X = sp.csr_matrix((rng.random((300, 400)) < 0.06).astype(float))
+    results = []
+    for min_work in (0, np.inf):
+        monkeypatch.setattr(_kernels, "PARALLEL_MIN_WORK", min_work)
+        monkeypatch.setattr(_optim, "PARALLEL_MIN_ENTRIES", min_work)
+        est = NoisyORFactorizer(8, inference=inference, max_iter=3, batch_size=300,
+                                random_state=0)
+        features = est.fit_transform(X)
+        results.append((est.components_, features, est.transform(X[:50]),
+                        est.elbo_))
+    for x, y in zip(*results, strict=True):
+        assert_array_equal(y, x)
+
+
+def test_fit_then_fork_keeps_working():
+    """A process that ran split passes can still fork workers that fit (GNU
+    OpenMP, the usual Numba threading layer, would terminate them)."""
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("no fork on this platform")
+    rng = np.random.default_rng(0)
+    X = sp.csr_matrix((rng.random((600, 2000)) < 0.05).astype(float))
+    NoisyORFactorizer(20, max_iter=1, random_state=0).fit(X)
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        elbo = pool.apply_async(_fit_elbo, (X,)).get(timeout=120)
+    assert np.isfinite(elbo)
+
+
+def _fit_elbo(X):
+    return NoisyORFactorizer(20, max_iter=1, random_state=1).fit(X).elbo_

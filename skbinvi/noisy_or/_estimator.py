@@ -756,10 +756,11 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                                            self.encoder_intercepts_[-1])
         pre = np.empty(indices.shape[0])
         psi = np.empty(indices.shape[0])
-        _kernels.acp_psi(indptr, indices, hidden[-1], coef_out, intercept_out, pre, psi)
+        _kernels.acp_psi_rows(indptr, indices, hidden[-1], coef_out, intercept_out, pre,
+                              psi)
         logit_q = np.empty((X.shape[0], self.n_components))
-        _kernels.acp_logits(indptr, indices, psi, theta, self._colsum,
-                            self._logit_prior, logit_q)
+        _kernels.acp_logits_rows(indptr, indices, psi, theta, self._colsum,
+                                 self._logit_prior, logit_q)
         return logit_q, (hidden, pre, psi)
 
     def _batch_columns(self, X):
@@ -823,7 +824,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         g_logit_prior = np.empty(K)
         elbo_relaxed = np.empty(B)
         elbo_discrete = np.empty(B)
-        _kernels.relaxed_elbo_grad(
+        _kernels.relaxed_elbo_grad_rows(
             indptr, local, theta, leak, self._colsum, self._leak_sum[0], logit_q,
             self._logit_prior, uniforms, temperature, g_theta, g_leak,
             g_theta_dense, g_logit_q, g_logit_prior, elbo_relaxed, elbo_discrete,
@@ -860,7 +861,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             g_coef_out = np.empty_like(coef_out)
             g_intercept_out = np.empty(coef_out.shape[0])
             g_hidden = np.empty_like(hidden[-1])
-            _kernels.acp_backward(
+            _kernels.acp_backward_rows(
                 indptr, local, g_logit_q, psi, pre, theta, hidden[-1], coef_out,
                 g_theta, g_theta_dense, g_coef_out, g_intercept_out, g_hidden,
             )
@@ -963,7 +964,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                 # active ones with their gradient, in one pass in row order
                 grad_rows[features] = np.arange(features.shape[0])
                 self._update_theta_and_leak(all_rows, grads, B, delayed_theta,
-                                            delayed_leak, now, grad_rows)
+                                            delayed_leak, now, grad_rows,
+                                            sums_recomputed=True)
                 grad_rows[features] = -1
                 last[:] = 0
                 self._sync_column_sums()
@@ -1086,9 +1088,9 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
         def elbo(rows, theta, colsum, logit_prior, logit_q, uniforms):
             out = np.empty(rows.size)
-            _kernels.discrete_elbo(*_csr_arrays(Xs[rows]), theta, self._leak, colsum,
-                                   self._leak_sum[0], logit_q, logit_prior, uniforms,
-                                   out)
+            _kernels.discrete_elbo_rows(*_csr_arrays(Xs[rows]), theta, self._leak,
+                                        colsum, self._leak_sum[0], logit_q,
+                                        logit_prior, uniforms, out)
             return out
 
         all_rows = np.arange(n_sub)
@@ -1222,27 +1224,29 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             logit_q = self._local_logits[rows]
             n_steps = self.n_local_steps
         indptr, indices = _csr_arrays(X)
-        _kernels.local_optimize(indptr, indices, self._theta, self._leak, self._colsum,
-                                self._logit_prior, uniforms, n_steps, _LOCAL_STEP,
-                                0.0, logit_q)
+        _kernels.local_optimize_rows(indptr, indices, self._theta, self._leak,
+                                     self._colsum, self._logit_prior, uniforms, n_steps,
+                                     _LOCAL_STEP, 0.0, logit_q)
         if self._local_logits is not None:
             self._local_logits[rows] = logit_q
         return logit_q
 
     def _update_theta_and_leak(self, rows, grads, B, delayed_theta, delayed_leak, now,
-                               grad_rows=None):
+                               grad_rows=None, sums_recomputed=False):
         """The current Adam step on the rows ``rows`` of theta and the leak.
 
         ``grads[0]``, ``grads[1]`` are the minibatch's (B rows) row-sparse
         gradients; row ``grad_rows[j]`` of them (-1: none; by default j)
         belongs to ``rows[j]``. Each row also gets its delayed dense part
-        (see :func:`_update_window`).
+        (see :func:`_update_window`). ``sums_recomputed=True``: the caller
+        recomputes the column sums of theta afterwards
+        (:meth:`_sync_column_sums`), so a large update may run on threads.
         """
         opt = self._optimizer
         last = self._last_update
         opt.update_softplus_rows(0, rows, grads[0] / B, delayed_theta, last, now,
                                  self._theta, self._theta_slope, self._colsum,
-                                 grad_rows)
+                                 grad_rows, colsum_recomputed=sums_recomputed)
         opt.update_softplus_rows(1, rows, grads[1] / B, delayed_leak, last, now,
                                  self._leak, self._leak_slope, self._leak_sum,
                                  grad_rows)
@@ -1273,7 +1277,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             )
         elif self.inference == "svi":
             logit_q = np.tile(self._logit_prior, (X.shape[0], 1))
-            _kernels.local_optimize(
+            _kernels.local_optimize_rows(
                 indptr, indices, self._theta, self._leak, self._colsum,
                 self._logit_prior, self._local_uniforms, self.n_transform_steps,
                 _LOCAL_STEP, _LOCAL_TOL, logit_q,
@@ -1287,7 +1291,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
     def _discrete_elbo(self, indptr, indices, logit_q, uniforms):
         out = np.empty(logit_q.shape[0])
-        _kernels.discrete_elbo(
+        _kernels.discrete_elbo_rows(
             indptr, indices, self._theta, self._leak, self._colsum,
             self._leak_sum[0], logit_q, self._logit_prior, uniforms, out,
         )
@@ -1306,7 +1310,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         that the encoder already placed near its optimum.
         """
         start = logit_q.copy()
-        _kernels.local_optimize(
+        _kernels.local_optimize_rows(
             indptr, indices, self._theta, self._leak, self._colsum,
             self._logit_prior, self._local_uniforms, self.n_refine_steps,
             _LOCAL_STEP, _LOCAL_TOL, logit_q,

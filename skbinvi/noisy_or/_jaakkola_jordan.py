@@ -62,16 +62,15 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
-from numba import prange
 from sklearn.utils import Bunch
 
 from .._math import dlog1mexp, kl_bernoulli_logits, log1mexp, sigmoid, softplus_sigmoid
-from .._numba import njit
+from .._numba import njit, run_parts
 from ._kernels import _negative_and_kl
 
 _E_STEP_CHUNK = 16
-"""Rows per parallel task of :func:`jj_e_step` (some rows cost 100 times
-more than others: small chunks keep the threads busy)."""
+"""Rows per part of :func:`jj_e_step` on threads (some rows cost 100 times
+more than others: small parts keep the threads busy)."""
 
 LEAK_FLOOR = 1e-10
 """Smallest leak theta_i0 at which f(theta_i0) = log(1 - e^-theta_i0) is evaluated."""
@@ -753,7 +752,6 @@ def jj_update_r(indptr, indices, theta, leak, logit_q, r, max_iter=200,
                       max_iter, tol)
 
 
-@njit(parallel=True)
 def jj_e_step(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
               logit_prior, r, n_inner, tol, out):
     """Variational E-step: coordinate ascent on (q, r) for every row.
@@ -764,9 +762,9 @@ def jj_e_step(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     ``n_inner`` sweeps, or earlier once a q update gains less than
     ``tol * max(1, |B_n|)`` nats. Cost O(nnz K) per sweep (times the inner
     iteration counts of the r solve). Rows are independent: they are updated
-    in parallel, in chunks of ``_E_STEP_CHUNK`` rows (Numba threads, see
-    ``numba.set_num_threads``), with the same result for any number of
-    threads.
+    on threads (:func:`~skbinvi._numba.run_parts`, as many as
+    ``NUMBA_NUM_THREADS``), in parts of ``_E_STEP_CHUNK`` rows, with the
+    same result for any number of threads.
 
     Parameters
     ----------
@@ -789,14 +787,13 @@ def jj_e_step(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     jj_update_r).
     """
     n_rows = logit_q.shape[0]
-    for chunk in prange((n_rows + _E_STEP_CHUNK - 1) // _E_STEP_CHUNK):
-        _e_step_rows(chunk * _E_STEP_CHUNK,
-                     min(n_rows, (chunk + 1) * _E_STEP_CHUNK), indptr, indices,
-                     theta, leak, colsum, leak_sum, logit_q, logit_prior, r,
-                     n_inner, tol, out)
+    run_parts(_e_step_rows, [
+        (lo, min(n_rows, lo + _E_STEP_CHUNK), indptr, indices, theta, leak, colsum,
+         leak_sum, logit_q, logit_prior, r, n_inner, tol, out)
+        for lo in range(0, n_rows, _E_STEP_CHUNK)])
 
 
-@njit
+@njit(nogil=True)
 def _e_step_rows(start, stop, indptr, indices, theta, leak, colsum, leak_sum,
                  logit_q, logit_prior, r, n_inner, tol, out):
     """:func:`jj_e_step` on rows ``start`` to ``stop - 1``, with its own work space."""

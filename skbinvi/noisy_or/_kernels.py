@@ -39,7 +39,7 @@ from .._math import (
     softplus,
     softplus_sigmoid,
 )
-from .._numba import njit
+from .._numba import balanced_parts, njit, parallel_pays, run_parts, thread_count
 
 
 @njit(inline="always")
@@ -179,42 +179,98 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     elbo_relaxed, elbo_discrete : float64 arrays of shape (B,) (out)
         Per-row values in nats.
 
+    Two passes: one over the rows (the samples, the per-row values and
+    logit gradients; the weights' gradient terms of every stored entry are
+    kept), then one over the features, which sums each feature's terms in
+    row order, as a single pass over the rows would. Both passes split into
+    independent parts: :func:`relaxed_elbo_grad_rows` runs them on threads
+    with the same numbers to the last bit. Cost
+    O(nnz M K) time, O(nnz M + B M K) extra memory.
+
     Checked against the NumPy reference ``_reference_relaxed_elbo`` of
     tests/test_noisy_or_kernels.py (test_relaxed_elbo_matches_dense_reference,
     test_relaxed_elbo_discrete_sample_matches_reference,
     test_relaxed_elbo_compact_columns_match_full) and its gradients against
     finite differences (test_relaxed_elbo_gradients_finite_differences).
     """
+    B, M, K = uniforms.shape
+    D = theta.shape[0]
+    fp = np.empty((indptr[B], M))
+    zs = np.empty((B, M, K))
+    q = np.empty((B, K))
+    _relaxed_rows(0, B, _longest_row(indptr), indptr, indices, theta, leak, colsum,
+                  leak_sum, logit_q, logit_prior, uniforms, temperature, fp, zs, q,
+                  g_logit_q, elbo_relaxed, elbo_discrete)
+    _relaxed_totals(q, logit_prior, g_theta_dense, g_logit_prior)
+    colptr, entry, row_of = column_entries(indptr, indices, D)
+    _relaxed_features(0, D, colptr, entry, row_of, fp, zs, q, g_theta, g_leak)
+
+
+@njit
+def column_entries(indptr, indices, n_columns):
+    """The stored entries of a CSR batch grouped by column, in row order.
+
+    Returns ``colptr`` (n_columns + 1,), ``entry`` (nnz,) and ``row_of``
+    (nnz,), int64: the entries of column i are ``entry[colptr[i]:colptr[i +
+    1]]`` (positions in ``indices``), by increasing row, and ``row_of[j]`` is
+    the row of entry j. A counting sort, O(nnz + n_columns).
+    """
+    B = indptr.shape[0] - 1
+    nnz = indptr[B]
+    colptr = np.zeros(n_columns + 1, dtype=np.int64)
+    for j in range(indptr[0], nnz):
+        colptr[indices[j] + 1] += 1
+    for i in range(n_columns):
+        colptr[i + 1] += colptr[i]
+    fill = colptr[:n_columns].copy()
+    entry = np.empty(nnz - indptr[0], dtype=np.int64)
+    row_of = np.empty(nnz, dtype=np.int64)
+    for n in range(B):
+        for j in range(indptr[n], indptr[n + 1]):
+            row_of[j] = n
+            i = indices[j]
+            entry[fill[i]] = j
+            fill[i] += 1
+    return colptr, entry, row_of
+
+
+@njit(nogil=True)
+def _relaxed_rows(lo, hi, longest, indptr, indices, theta, leak, colsum, leak_sum,
+                  logit_q, logit_prior, uniforms, temperature, fp, zs_all, q_all,
+                  g_logit_q, elbo_relaxed, elbo_discrete):
+    """The row pass of :func:`relaxed_elbo_grad` for rows lo..hi-1.
+
+    Fills, for those rows, ``g_logit_q``, ``elbo_relaxed``,
+    ``elbo_discrete``, the relaxed samples ``zs_all`` (B, M, K), the
+    probabilities ``q_all`` (B, K) and ``fp[j, m]``, the derivative of the
+    m-th sample's term of stored entry j (``d log(1 - e^{-u}) / du`` over
+    M); scratch sized for rows of ``longest`` active features.
+    """
     K = theta.shape[1]
-    B = logit_q.shape[0]
     M = uniforms.shape[1]
     inv_m = 1.0 / M
     inv_tau = 1.0 / temperature
-    g_theta[:] = 0.0
-    g_leak[:] = 0.0
-    g_logit_prior[:] = 0.0
-    q_total = np.zeros(K)
     active_sum = np.empty(K)
-    q_row = np.empty(K)
     z = np.empty(K)
     grad_z = np.empty(K)
     noise = np.empty((M, K))
     zs = np.empty((M, K))
     # u of every (relaxed sample, active feature) of a row and of the exact
     # sample, then log(1 - exp(-u)) and its derivative at once (vectorized)
-    size = (M + 1) * _longest_row(indptr)
+    size = (M + 1) * longest
     u = np.empty(size)
     f = np.empty(size)
     df = np.empty(size)
     work = np.empty((LOG1MEXP_WORK_ROWS, SOFTPLUS_BLOCK))
     odds = np.empty((M, K))
-    # the prior's softplus and sigmoid, once per batch
+    # the prior's softplus, once per task
     softplus_prior = np.empty(K)
     prior = np.empty(K)
     softplus_sigmoid(logit_prior, softplus_prior, prior, work)
     softplus_row = np.empty(K)
     scratch = np.empty((M, K))
-    for n in range(B):
+    for n in range(lo, hi):
+        q_row = q_all[n]
         # logistic noise log(U / (1 - U)), vectorized
         for m in range(M):
             for k in range(K):
@@ -224,14 +280,12 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
         exact = _negative_and_kl(indptr, indices, theta, leak, leak_sum, colsum,
                                  logit_q, logit_prior, softplus_prior, n,
                                  active_sum, q_row, softplus_row, work)
-        # d(exact)/d logit_q and d(exact)/d logit_prior
+        # d(exact)/d logit_q
         for k in range(K):
-            q = q_row[k]
-            dq = q * (1.0 - q)
+            qk = q_row[k]
+            dq = qk * (1.0 - qk)
             g_logit_q[n, k] = -dq * (colsum[k] - active_sum[k]) \
                 - dq * (logit_q[n, k] - logit_prior[k])
-            g_logit_prior[k] += q - prior[k]
-            q_total[k] += q
         start, stop = indptr[n], indptr[n + 1]
         a = stop - start
         # the relaxed samples sigmoid((logit q + L) / tau), vectorized (the
@@ -253,15 +307,15 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
         for m in range(M):
             for k in range(K):
                 z[k] = zs[m, k]
+                zs_all[n, m, k] = z[k]
                 grad_z[k] = 0.0
             for j in range(start, stop):
                 i = indices[j]
                 positive += f[m * a + j - start]
-                fp = df[m * a + j - start] * inv_m
-                g_leak[i] += fp
+                g = df[m * a + j - start] * inv_m
+                fp[j, m] = g
                 for k in range(K):
-                    g_theta[i, k] += fp * z[k]
-                    grad_z[k] += fp * theta[i, k]
+                    grad_z[k] += g * theta[i, k]
             for k in range(K):
                 g_logit_q[n, k] += grad_z[k] * z[k] * (1.0 - z[k]) * inv_tau
         elbo_relaxed[n] = exact + positive * inv_m
@@ -269,19 +323,63 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
         for j in range(M * a, (M + 1) * a):
             positive += f[j]
         elbo_discrete[n] = exact + positive
-        # the exact term's gradient for active features: +q (theta), +1 (leak)
-        for j in range(indptr[n], indptr[n + 1]):
-            i = indices[j]
-            g_leak[i] += 1.0
-            for k in range(K):
-                g_theta[i, k] += q_row[k]
-    # dense part: every feature is inactive unless added back above
+
+
+@njit
+def _relaxed_totals(q_all, logit_prior, g_theta_dense, g_logit_prior):
+    """The sums over the rows of :func:`relaxed_elbo_grad`, in row order:
+    ``g_logit_prior = sum_n (q_n - mu)`` and ``g_theta_dense = -sum_n q_n``."""
+    B, K = q_all.shape
+    work = np.empty((LOG1MEXP_WORK_ROWS, SOFTPLUS_BLOCK))
+    softplus_prior = np.empty(K)
+    prior = np.empty(K)
+    softplus_sigmoid(logit_prior, softplus_prior, prior, work)
+    q_total = np.zeros(K)
+    g_logit_prior[:] = 0.0
+    for n in range(B):
+        for k in range(K):
+            g_logit_prior[k] += q_all[n, k] - prior[k]
+            q_total[k] += q_all[n, k]
+    # dense part: every feature is inactive unless added back below
     for k in range(K):
         g_theta_dense[k] = -q_total[k]
 
 
+@njit(nogil=True)
+def _relaxed_features(lo, hi, colptr, entry, row_of, fp, zs_all, q_all, g_theta,
+                      g_leak):
+    """The feature pass of :func:`relaxed_elbo_grad` for features lo..hi-1.
+
+    ``g_theta[i] = sum_n (sum_m fp[j, m] z~_nm + q_n)`` and ``g_leak[i] =
+    sum_n (sum_m fp[j, m] + 1)`` over the rows n where feature i is active
+    (entry j), summed in row order (zero rows for features active in none).
+    """
+    K = g_theta.shape[1]
+    M = fp.shape[1]
+    for i in range(lo, hi):
+        gt = g_theta[i]
+        gt[:] = 0.0
+        gl = 0.0
+        for e in range(colptr[i], colptr[i + 1]):
+            j = entry[e]
+            n = row_of[j]
+            for m in range(M):
+                g = fp[j, m]
+                gl += g
+                zm = zs_all[n, m]
+                for k in range(K):
+                    gt[k] += g * zm[k]
+            # the exact term's gradient for active features: +q (theta), +1 (leak)
+            gl += 1.0
+            qn = q_all[n]
+            for k in range(K):
+                gt[k] += qn[k]
+        g_leak[i] = gl
+
+
 # Entries of u evaluated at once by log1mexp_array in discrete_elbo (32 KiB)
 _U_CHUNK = 4096
+
 
 
 @njit
@@ -395,13 +493,25 @@ def discrete_elbo(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
         ELBO of each row in nats: ``1/S sum_s sum_{i in A} log(1 - exp(-u_si))
         - sum_{i not in A}(theta_i0 + sum_k theta_ik q_k) - sum_k KL_k``.
 
+    Rows are independent: :func:`discrete_elbo_rows` computes the same
+    values on threads.
+
     Checked against a NumPy reference and enumeration of the 2^K states in
     tests/test_noisy_or_kernels.py
     (test_discrete_elbo_matches_reference_and_is_row_independent,
     test_discrete_elbo_agrees_with_enumeration).
     """
+    _discrete_elbo_range(0, logit_q.shape[0], _longest_row(indptr), indptr, indices,
+                         theta, leak, colsum, leak_sum, logit_q, logit_prior,
+                         uniforms, out)
+
+
+@njit(nogil=True)
+def _discrete_elbo_range(lo, hi, longest, indptr, indices, theta, leak, colsum,
+                         leak_sum, logit_q, logit_prior, uniforms, out):
+    """:func:`discrete_elbo` of the rows lo..hi-1, with scratch sized for rows
+    of ``longest`` active features (the longest row of the whole batch)."""
     K = theta.shape[1]
-    B = logit_q.shape[0]
     S = uniforms.shape[0]
     active_sum = np.empty(K)
     on = np.empty(K, dtype=np.int64)
@@ -414,7 +524,6 @@ def discrete_elbo(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     value = np.empty(S)
     # u_si of the distinct samples of a row, then log(1 - exp(-u)) of up to
     # _U_CHUNK of them at once (vectorized)
-    longest = _longest_row(indptr)
     size = max(longest, _U_CHUNK)
     u_fixed = np.empty(longest)
     theta_free = np.empty((K, longest))
@@ -425,7 +534,7 @@ def discrete_elbo(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     softplus_prior = np.empty(K)
     softplus_row = np.empty(K)
     softplus_sigmoid(logit_prior, softplus_prior, softplus_row, work)
-    for n in range(B):
+    for n in range(lo, hi):
         exact = _negative_and_kl(indptr, indices, theta, leak, leak_sum, colsum,
                                  logit_q, logit_prior, softplus_prior, n,
                                  active_sum, q, softplus_row, work)
@@ -520,10 +629,20 @@ def acp_psi(indptr, indices, hidden, coef_out, intercept_out, pre_out, psi_out):
     Shapes: hidden (B, H), coef_out (D, H), intercept_out (D,),
     pre_out and psi_out (nnz,).
 
+    Rows are independent (:func:`acp_psi_rows`: the same on threads).
+
     Checked against a dense NumPy reference in
     tests/test_noisy_or_kernels.py::test_acp_heads_match_dense_reference.
     """
-    for n in range(hidden.shape[0]):
+    _acp_psi_range(0, hidden.shape[0], indptr, indices, hidden, coef_out,
+                   intercept_out, pre_out, psi_out)
+
+
+@njit(nogil=True)
+def _acp_psi_range(lo, hi, indptr, indices, hidden, coef_out, intercept_out, pre_out,
+                   psi_out):
+    """:func:`acp_psi` of the rows lo..hi-1."""
+    for n in range(lo, hi):
         start, stop = indptr[n], indptr[n + 1]
         _gather_dots(hidden[n], coef_out, indices, start, stop, intercept_out,
                      pre_out[start:])
@@ -542,12 +661,20 @@ def acp_logits(indptr, indices, psi, theta, colsum, logit_prior, out):
     Shapes: psi (nnz,), theta (D, K) or (A, K), colsum (K,) (``sum_i
     theta_ik`` over all D features), logit_prior (K,), out (B, K).
 
+    Rows are independent (:func:`acp_logits_rows`: the same on threads).
+
     Checked against a dense NumPy reference in
     tests/test_noisy_or_kernels.py::test_acp_heads_match_dense_reference.
     """
+    _acp_logits_range(0, out.shape[0], indptr, indices, psi, theta, colsum,
+                      logit_prior, out)
+
+
+@njit(nogil=True)
+def _acp_logits_range(lo, hi, indptr, indices, psi, theta, colsum, logit_prior, out):
+    """:func:`acp_logits` of the rows lo..hi-1."""
     K = theta.shape[1]
-    B = out.shape[0]
-    for n in range(B):
+    for n in range(lo, hi):
         for k in range(K):
             out[n, k] = logit_prior[k] - colsum[k]
         for j in range(indptr[n], indptr[n + 1]):
@@ -568,35 +695,85 @@ def acp_backward(indptr, indices, g_logit_q, psi, pre, theta, hidden, coef_out,
     and ``g_hidden`` (B, H). The gradient with respect to ``logit_prior``
     through the logits is ``g_logit_q.sum(0)`` and is left to the caller.
 
+    A pass over the rows (``g_hidden`` and the gradient of every entry's
+    pre-activation), then one over the features that sums each feature's
+    terms in row order, as a single pass over the rows would:
+    :func:`acp_backward_rows` runs both on threads with the same numbers to
+    the last bit.
+
     Checked against finite differences of the whole estimator in
     tests/test_noisy_or_kernels.py::test_estimator_gradients_finite_differences.
     """
-    K = theta.shape[1]
-    B, H = hidden.shape
-    g_coef_out[:] = 0.0
-    g_intercept_out[:] = 0.0
-    g_hidden[:] = 0.0
-    g_total = np.zeros(K)
+    B = hidden.shape[0]
+    D = theta.shape[0]
+    g_pre = np.empty(indptr[B])
+    _acp_backward_rows(0, B, _longest_row(indptr), indptr, indices, g_logit_q, pre,
+                       theta, coef_out, g_pre, g_hidden)
+    _acp_backward_totals(g_logit_q, g_theta_dense)
+    colptr, entry, row_of = column_entries(indptr, indices, D)
+    _acp_backward_features(0, D, colptr, entry, row_of, g_logit_q, psi, hidden, g_pre,
+                           g_theta, g_coef_out, g_intercept_out)
+
+
+@njit(nogil=True)
+def _acp_backward_rows(lo, hi, longest, indptr, indices, g_logit_q, pre, theta,
+                       coef_out, g_pre, g_hidden):
+    """The row pass of :func:`acp_backward` for rows lo..hi-1: ``g_pre[j]``,
+    the gradient of entry j's pre-activation, and the rows of ``g_hidden``."""
+    H = g_hidden.shape[1]
     zeros = np.zeros(theta.shape[0])
-    g_psi = np.empty(_longest_row(indptr))
-    for n in range(B):
-        for k in range(K):
-            g_total[k] += g_logit_q[n, k]
+    g_psi = np.empty(longest)
+    for n in range(lo, hi):
+        g_hidden[n] = 0.0
         start, stop = indptr[n], indptr[n + 1]
         # d/d psi_j = sum_k g_logit_q[n, k] theta[i_j, k]
         _gather_dots(g_logit_q[n], theta, indices, start, stop, zeros, g_psi)
         for j in range(start, stop):
             i = indices[j]
-            w = psi[j] + 1.0
-            for k in range(K):
-                g_theta[i, k] += w * g_logit_q[n, k]
-            g_pre = g_psi[j - start] * sigmoid(pre[j])
-            g_intercept_out[i] += g_pre
+            g = g_psi[j - start] * sigmoid(pre[j])
+            g_pre[j] = g
             for h in range(H):
-                g_coef_out[i, h] += g_pre * hidden[n, h]
-                g_hidden[n, h] += g_pre * coef_out[i, h]
+                g_hidden[n, h] += g * coef_out[i, h]
+
+
+@njit
+def _acp_backward_totals(g_logit_q, g_theta_dense):
+    """``g_theta_dense -= sum_n g_logit_q[n]`` (the sum taken in row order)."""
+    B, K = g_logit_q.shape
+    g_total = np.zeros(K)
+    for n in range(B):
+        for k in range(K):
+            g_total[k] += g_logit_q[n, k]
     for k in range(K):
         g_theta_dense[k] -= g_total[k]
+
+
+@njit(nogil=True)
+def _acp_backward_features(lo, hi, colptr, entry, row_of, g_logit_q, psi, hidden,
+                           g_pre, g_theta, g_coef_out, g_intercept_out):
+    """The feature pass of :func:`acp_backward` for features lo..hi-1: adds
+    ``(psi_j + 1) g_logit_q[n]`` to ``g_theta[i]`` and sets ``g_coef_out[i]``
+    and ``g_intercept_out[i]``, summing over the rows n where feature i is
+    active (entry j) in row order."""
+    K = g_theta.shape[1]
+    H = hidden.shape[1]
+    for i in range(lo, hi):
+        gt, gc = g_theta[i], g_coef_out[i]
+        gc[:] = 0.0
+        gi = 0.0
+        for e in range(colptr[i], colptr[i + 1]):
+            j = entry[e]
+            n = row_of[j]
+            w = psi[j] + 1.0
+            gq = g_logit_q[n]
+            for k in range(K):
+                gt[k] += w * gq[k]
+            g = g_pre[j]
+            gi += g
+            hn = hidden[n]
+            for h in range(H):
+                gc[h] += g * hn[h]
+        g_intercept_out[i] = gi
 
 
 # Cap of e^{-v} in the ratios of the local targets: 1 - e^{-v} >= 1e-12.
@@ -817,18 +994,31 @@ def local_optimize(indptr, indices, theta, leak, colsum, logit_prior, uniforms,
     ``logit_q`` (B, K) holds the starting logits and is overwritten with the
     result. Returns the number of steps of the slowest row.
 
+    Rows are independent: :func:`local_optimize_rows` gives the same logits
+    on threads.
+
     Checked against the exact ELBO by enumeration in tests/test_noisy_or.py::tes
     t_svi_recovers_patterns_and_transform_maximizes_the_elbo (the result is a
     local maximum) and in
     tests/test_noisy_or_features.py::test_refinement_raises_each_rows_elbo.
     """
+    return _local_optimize_range(0, logit_q.shape[0], indptr, indices, theta, leak,
+                                 colsum, logit_prior, uniforms, n_steps, step_size,
+                                 tol, logit_q)
+
+
+@njit(nogil=True)
+def _local_optimize_range(lo, hi, indptr, indices, theta, leak, colsum, logit_prior,
+                          uniforms, n_steps, step_size, tol, logit_q):
+    """:func:`local_optimize` of the rows lo..hi-1; returns their most steps."""
     K = theta.shape[1]
+    # scratch for the rows lo..hi-1 (its size does not change their results)
     q, zs, on, exp_theta, ratio, logs, work = _local_scratch(
-        indptr, logit_q.shape[0], uniforms.shape[1], K)
+        indptr[lo:hi + 1], hi - lo, uniforms.shape[1], K)
     target = np.empty(K)
     shared = uniforms.shape[0] == 1
     most = 0
-    for n in range(logit_q.shape[0]):
+    for n in range(lo, hi):
         U = uniforms[0 if shared else n]
         _row_exp_theta(indptr, indices, theta, n, exp_theta, ratio, work)
         zs[:] = -1.0
@@ -976,3 +1166,133 @@ def log_importance_weights(indptr, indices, theta, leak, colsum, leak_sum, logit
         value_of[g] = value
     for s in range(S):
         log_w[s] = value_of[group[s]]
+
+
+# Work (multiply-adds, about) from which a pass over a batch is split
+# between threads; below it, handing the parts to threads costs more than
+# they save (measured break-even on two threads: about a quarter of it)
+PARALLEL_MIN_WORK = 400_000
+
+
+def _row_parts(indptr, n_rows, per_entry, per_row=0):
+    """Ranges of rows of equal work for the threads, or None for one thread.
+
+    The work of a row is ``per_entry`` per stored entry plus ``per_row``.
+    """
+    cumulative = (indptr[:n_rows + 1] - indptr[0]) * float(per_entry) \
+        + np.arange(n_rows + 1) * float(per_row)
+    if not parallel_pays(cumulative[-1], PARALLEL_MIN_WORK, n_tasks=n_rows):
+        return None
+    return balanced_parts(cumulative, thread_count())
+
+
+def _feature_parts(colptr, per_entry, per_feature):
+    """Ranges of features of equal work for the threads (see
+    :func:`column_entries` for ``colptr``)."""
+    cumulative = colptr * float(per_entry) \
+        + np.arange(colptr.shape[0]) * float(per_feature)
+    return balanced_parts(cumulative, thread_count())
+
+
+def _split_rows(serial, part, parts, args, extra=()):
+    """``[serial(*args)]`` when ``parts`` is None, else the results of
+    ``part(lo, hi, *extra, *args)`` over the row ranges, on threads."""
+    if parts is None:
+        return [serial(*args)]
+    return run_parts(part, [(lo, hi, *extra, *args) for lo, hi in parts])
+
+
+def discrete_elbo_rows(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
+                       logit_prior, uniforms, out):
+    """:func:`discrete_elbo`, split between threads when the batch is large.
+
+    Same arguments and the same values to the last bit (every row is
+    computed by the same code with scratch of the same sizes); the rows are
+    split into ranges of equal work (:func:`~skbinvi._numba.run_parts`).
+    """
+    K, S = theta.shape[1], uniforms.shape[0]
+    _split_rows(discrete_elbo, _discrete_elbo_range,
+                _row_parts(indptr, logit_q.shape[0], K, S * K),
+                (indptr, indices, theta, leak, colsum, leak_sum, logit_q, logit_prior,
+                 uniforms, out), extra=(_longest_row(indptr),))
+
+
+def local_optimize_rows(indptr, indices, theta, leak, colsum, logit_prior, uniforms,
+                        n_steps, step_size, tol, logit_q):
+    """:func:`local_optimize`, split between threads when the batch is large.
+
+    Same arguments, result and return value (to the last bit); the work
+    counted is that of one step.
+    """
+    K, S = theta.shape[1], uniforms.shape[-2]
+    return max(_split_rows(
+        local_optimize, _local_optimize_range,
+        _row_parts(indptr, logit_q.shape[0], S * K, S * K),
+        (indptr, indices, theta, leak, colsum, logit_prior, uniforms, n_steps,
+         step_size, tol, logit_q)))
+
+
+def relaxed_elbo_grad_rows(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
+                           logit_prior, uniforms, temperature, g_theta, g_leak,
+                           g_theta_dense, g_logit_q, g_logit_prior, elbo_relaxed,
+                           elbo_discrete):
+    """:func:`relaxed_elbo_grad`, its two passes split between threads when
+    the batch is large (the same numbers to the last bit)."""
+    B, M, K = uniforms.shape
+    parts = _row_parts(indptr, B, (M + 1) * K, M * K)
+    if parts is None:
+        relaxed_elbo_grad(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
+                          logit_prior, uniforms, temperature, g_theta, g_leak,
+                          g_theta_dense, g_logit_q, g_logit_prior, elbo_relaxed,
+                          elbo_discrete)
+        return
+    fp = np.empty((indptr[B], M))
+    zs = np.empty((B, M, K))
+    q = np.empty((B, K))
+    longest = _longest_row(indptr)
+    run_parts(_relaxed_rows, [
+        (lo, hi, longest, indptr, indices, theta, leak, colsum, leak_sum, logit_q,
+         logit_prior, uniforms, temperature, fp, zs, q, g_logit_q, elbo_relaxed,
+         elbo_discrete) for lo, hi in parts])
+    _relaxed_totals(q, logit_prior, g_theta_dense, g_logit_prior)
+    colptr, entry, row_of = column_entries(indptr, indices, theta.shape[0])
+    run_parts(_relaxed_features, [
+        (lo, hi, colptr, entry, row_of, fp, zs, q, g_theta, g_leak)
+        for lo, hi in _feature_parts(colptr, (M + 1) * K, K)])
+
+
+def acp_psi_rows(indptr, indices, hidden, coef_out, intercept_out, pre_out, psi_out):
+    """:func:`acp_psi`, split between threads when the batch is large."""
+    _split_rows(acp_psi, _acp_psi_range, _row_parts(indptr, *hidden.shape),
+                (indptr, indices, hidden, coef_out, intercept_out, pre_out, psi_out))
+
+
+def acp_logits_rows(indptr, indices, psi, theta, colsum, logit_prior, out):
+    """:func:`acp_logits`, split between threads when the batch is large."""
+    B, K = out.shape
+    _split_rows(acp_logits, _acp_logits_range, _row_parts(indptr, B, K, K),
+                (indptr, indices, psi, theta, colsum, logit_prior, out))
+
+
+def acp_backward_rows(indptr, indices, g_logit_q, psi, pre, theta, hidden, coef_out,
+                      g_theta, g_theta_dense, g_coef_out, g_intercept_out, g_hidden):
+    """:func:`acp_backward`, its two passes split between threads when the
+    batch is large (the same numbers to the last bit)."""
+    B, H = hidden.shape
+    K = theta.shape[1]
+    parts = _row_parts(indptr, B, 2 * (K + H))
+    if parts is None:
+        acp_backward(indptr, indices, g_logit_q, psi, pre, theta, hidden, coef_out,
+                     g_theta, g_theta_dense, g_coef_out, g_intercept_out, g_hidden)
+        return
+    g_pre = np.empty(indptr[B])
+    longest = _longest_row(indptr)
+    run_parts(_acp_backward_rows, [
+        (lo, hi, longest, indptr, indices, g_logit_q, pre, theta, coef_out, g_pre,
+         g_hidden) for lo, hi in parts])
+    _acp_backward_totals(g_logit_q, g_theta_dense)
+    colptr, entry, row_of = column_entries(indptr, indices, theta.shape[0])
+    run_parts(_acp_backward_features, [
+        (lo, hi, colptr, entry, row_of, g_logit_q, psi, hidden, g_pre, g_theta,
+         g_coef_out, g_intercept_out)
+        for lo, hi in _feature_parts(colptr, K + H, H)])
