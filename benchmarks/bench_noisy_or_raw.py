@@ -48,6 +48,7 @@ N times, the three methods taking turns, and reports the median.
 """
 
 import argparse
+import itertools
 import json
 import sys
 import time
@@ -170,8 +171,12 @@ def main(argv=None):
     start = time.perf_counter()
     corpora = raw_corpora(Path(args.source))
     X0 = corpora["r4long"][0]
-    for method in ("acp", "avi"):  # compile (or load) the kernels first
-        with warnings.catch_warnings():
+    from bench_noisy_or import _split_passes
+
+    # compile (or load) the kernels first, those of the passes split between
+    # threads too
+    for method, split in itertools.product(("acp", "avi"), (False, True)):
+        with warnings.catch_warnings(), _split_passes(split):
             warnings.simplefilter("ignore")
             model = NoisyORFactorizer(5, inference=method, max_iter=1).fit(X0[:100])
             model.score(X0[:10])

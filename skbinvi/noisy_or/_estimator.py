@@ -224,7 +224,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     no minibatches, temperature or learning rate, and no ``partial_fit``.
     Each r update solves a root per cause and active feature, so an
     iteration costs far more than an epoch of the other methods, even with
-    the rows of the E-step in parallel on Numba's threads: on 2,651 news
+    the rows of the E-step split between threads: on 2,651 news
     articles of 136 distinct words (K = 50) its 10 iterations took 187 s on
     two threads against 9 s for a default "acp" fit, with a worse test ELBO
     (User Guide). It is the paper's baseline, not a method for long
@@ -488,6 +488,13 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     feature's theta and leak receive is given to the other rows, summed
     exactly, every few minibatches and at the end of every epoch, so an epoch
     costs O(nnz K M) plus O(n_features K) (see the User Guide).
+
+    **Threads.** Large passes (the gradient kernels, the true ELBO and the
+    local steps, the encoder, the Adam sweeps) are split between threads,
+    as many as the environment variable ``NUMBA_NUM_THREADS`` (by default
+    the number of CPUs; joblib's worker processes lower it). The results
+    are the same to the last bit with any number of threads, and a process
+    that fitted a model can still ``fork``.
 
     **Units.** :meth:`score_samples` returns the ELBO of each row in nats;
     :meth:`score` its mean (nats per row). Both use ``n_elbo_samples`` exact
