@@ -712,8 +712,6 @@ def test_split_row_kernels_equal_serial_ones(split_passes):
     """The passes split between threads give the serial kernels' numbers to
     the last bit: rows of unequal length (some empty), shared and per-row
     uniforms, the gradient kernels' row and feature passes."""
-    from skbinvi._optim import Adam
-
     rng = np.random.default_rng(7)
     B, D, K, H, M = 83, 60, 12, 7, 3
     dense = rng.random((B, D)) < rng.uniform(0.0, 0.4, size=(B, 1))
@@ -796,12 +794,7 @@ def test_split_row_kernels_equal_serial_ones(split_passes):
     for grad in (rng.normal(size=(rows.size, P)), None):
         states = []
         for threads in (False, True):
-            r = np.random.default_rng(1)
-            param = r.normal(size=(D, P))
-            opt = Adam([param], learning_rate=0.01)
-            opt.m[0][:] = r.normal(size=(D, P))
-            opt.v[0][:] = r.random((D, P))
-            opt.tick()
+            param, opt = _adam_in_state(1, D, P)
             if threads:
                 opt.update_rows(0, rows, grad)
             else:
@@ -821,12 +814,7 @@ def test_split_row_kernels_equal_serial_ones(split_passes):
     last = rng.integers(0, 3, size=D).astype(np.int64)
     states = []
     for recomputed in (False, True):
-        r = np.random.default_rng(2)
-        raw = r.normal(size=(D, P))
-        opt = Adam([raw], learning_rate=0.01)
-        opt.m[0][:] = r.normal(size=(D, P))
-        opt.v[0][:] = r.random((D, P))
-        opt.tick()
+        raw, opt = _adam_in_state(2, D, P)
         value, slope = np.logaddexp(0.0, raw), expit(raw)
         opt.update_softplus_rows(0, all_rows, grad, delayed, last, 3, value, slope,
                                  value.sum(0), grad_rows,
@@ -834,6 +822,19 @@ def test_split_row_kernels_equal_serial_ones(split_passes):
         states.append((raw, value, slope, opt.m[0], opt.v[0]))
     for x, y in zip(*states, strict=True):
         assert_array_equal(y, x)
+
+
+def _adam_in_state(seed, D, P):
+    """A (D, P) parameter and its Adam optimizer at step 1, with random moments."""
+    from skbinvi._optim import Adam
+
+    r = np.random.default_rng(seed)
+    param = r.normal(size=(D, P))
+    opt = Adam([param], learning_rate=0.01)
+    opt.m[0][:] = r.normal(size=(D, P))
+    opt.v[0][:] = r.random((D, P))
+    opt.tick()
+    return param, opt
 
 
 def _optim_serial_rows(opt, rows, grad):
