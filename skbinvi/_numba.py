@@ -56,6 +56,32 @@ def parallel_pays(work, min_work, n_tasks=2):
     return n_tasks >= 2 and work >= min_work and thread_count() >= 2
 
 
+def part_count(work, min_work):
+    """Number of parts to split a pass into for :func:`run_parts`.
+
+    One part per thread, but no part smaller than ``min_work / 2``: on a
+    machine with many cores, a pass just above ``min_work`` goes to two or
+    three threads, not to all of them, since each part costs a hand-over of
+    tens of microseconds. On two threads every pass that pays
+    (:func:`parallel_pays`) gets two parts.
+
+    Parameters
+    ----------
+    work : int or float
+        Size of the pass, in the unit of ``min_work``.
+    min_work : int or float
+        Smallest work that runs on threads; 0 or less: one part per thread.
+
+    Returns
+    -------
+    int
+        At least 1 and at most :func:`thread_count`.
+    """
+    if min_work <= 0:
+        return thread_count()
+    return max(1, min(thread_count(), int(2 * work // min_work)))
+
+
 _POOL = None
 _POOL_LOCK = threading.Lock()
 

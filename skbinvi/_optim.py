@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ._math import SOFTPLUS_BLOCK, softplus_sigmoid
-from ._numba import balanced_parts, njit, parallel_pays, run_parts, thread_count
+from ._numba import balanced_parts, njit, parallel_pays, part_count, run_parts
 
 
 @njit(error_model="numpy", inline="always")
@@ -317,8 +317,8 @@ class Adam:
             return
         # the rows are distinct: the parts write to disjoint rows
         run_parts(_adam_rows_range, [
-            (lo, hi, *args) for lo, hi in balanced_parts(np.arange(R + 1),
-                                                         thread_count())])
+            (lo, hi, *args) for lo, hi in balanced_parts(
+                np.arange(R + 1), part_count(R * param.shape[1], PARALLEL_MIN_ENTRIES))])
 
     def update_softplus_rows(self, i, rows, grad, delayed, last, now, value, slope,
                              colsum, grad_rows=None, colsum_recomputed=False):
@@ -364,7 +364,7 @@ class Adam:
         # parts of whole groups of rows (the serial kernel's groups, so the
         # same numbers), the column sums left to the caller
         bounds = balanced_parts(np.arange(0, R + group, group).clip(max=R),
-                                thread_count())
+                                part_count(R * P, PARALLEL_MIN_ENTRIES))
         run_parts(_softplus_rows_range, [
             (lo * group, min(R, hi * group), raw, value, slope, colsum, False, *args)
             for lo, hi in bounds])

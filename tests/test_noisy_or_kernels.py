@@ -701,10 +701,11 @@ def test_compact_columns_matches_unique(dtype, nnz, n_features):
 def split_passes(monkeypatch):
     """Every pass of the threaded wrappers split into 3 parts on threads."""
     from skbinvi import _numba, _optim
+    from skbinvi.noisy_or import _encoder
 
-    for module in (_kernels, _optim, _numba):
-        monkeypatch.setattr(module, "thread_count", lambda: 3, raising=False)
+    monkeypatch.setattr(_numba, "thread_count", lambda: 3)
     monkeypatch.setattr(_kernels, "PARALLEL_MIN_WORK", 0)
+    monkeypatch.setattr(_encoder, "PARALLEL_MIN_WORK", 0)
     monkeypatch.setattr(_optim, "PARALLEL_MIN_ENTRIES", 0)
 
 
@@ -860,6 +861,24 @@ def test_balanced_parts_cover_the_items_in_order():
     assert balanced_parts(np.zeros(1), 3) == []
 
 
+def test_part_count_keeps_parts_large_on_many_cores(monkeypatch):
+    """One part per thread, but none below half the threshold of a split
+    pass: a pass just above it goes to two threads on a 64-core machine."""
+    from skbinvi import _numba
+
+    monkeypatch.setattr(_numba, "thread_count", lambda: 64)
+    assert _numba.part_count(400_000, 400_000) == 2
+    assert _numba.part_count(1_100_000, 400_000) == 5
+    assert _numba.part_count(10**9, 400_000) == 64
+    assert _numba.part_count(10, 400_000) == 1
+    assert _numba.part_count(10, 0) == 64
+    monkeypatch.setattr(_numba, "thread_count", lambda: 2)
+    # on two threads every pass that pays is split in two, as before
+    assert _numba.part_count(400_000, 400_000) == 2
+    assert _numba.parallel_pays(400_000, 400_000, n_tasks=5)
+    assert not _numba.parallel_pays(399_999, 400_000, n_tasks=5)
+
+
 def test_run_parts_returns_in_order_and_raises():
     from skbinvi import _numba
 
@@ -889,12 +908,14 @@ def test_fit_is_the_same_with_and_without_threads(inference, split_passes,
     """A fit whose passes are all split between threads equals one that runs
     them all serially, to the last bit (the threads only change the time)."""
     from skbinvi import _optim
+    from skbinvi.noisy_or import _encoder
 
     rng = np.random.default_rng(0)
     X = sp.csr_matrix((rng.random((300, 400)) < 0.06).astype(float))
     results = []
     for min_work in (0, np.inf):
         monkeypatch.setattr(_kernels, "PARALLEL_MIN_WORK", min_work)
+        monkeypatch.setattr(_encoder, "PARALLEL_MIN_WORK", min_work)
         monkeypatch.setattr(_optim, "PARALLEL_MIN_ENTRIES", min_work)
         est = NoisyORFactorizer(8, inference=inference, max_iter=3, batch_size=300,
                                 random_state=0)

@@ -10,7 +10,7 @@ differences in ``tests/test_noisy_or_kernels.py``.
 
 import numpy as np
 
-from .._numba import balanced_parts, parallel_pays, run_parts, thread_count
+from .._numba import balanced_parts, parallel_pays, part_count, run_parts
 
 #: Multiply-adds from which the first layer's sparse product is split into
 #: row ranges on threads (scipy's product releases the GIL)
@@ -88,15 +88,16 @@ def sparse_dot(X, W):
     -------
     ndarray of shape (B, H)
     """
-    B = X.shape[0]
-    if not parallel_pays(X.nnz * W.shape[1], PARALLEL_MIN_WORK, n_tasks=B):
+    B, work = X.shape[0], X.nnz * W.shape[1]
+    if not parallel_pays(work, PARALLEL_MIN_WORK, n_tasks=B):
         return np.asarray(X @ W)
     out = np.empty((B, W.shape[1]), dtype=np.result_type(X.dtype, W.dtype))
 
     def part(lo, hi):
         out[lo:hi] = X[lo:hi] @ W
 
-    run_parts(part, [(lo, hi) for lo, hi in balanced_parts(X.indptr, thread_count())])
+    parts = balanced_parts(X.indptr, part_count(work, PARALLEL_MIN_WORK))
+    run_parts(part, parts)
     return out
 
 

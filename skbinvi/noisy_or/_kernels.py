@@ -39,7 +39,7 @@ from .._math import (
     softplus,
     softplus_sigmoid,
 )
-from .._numba import balanced_parts, njit, parallel_pays, run_parts, thread_count
+from .._numba import balanced_parts, njit, parallel_pays, part_count, run_parts
 
 
 @njit(inline="always")
@@ -1183,7 +1183,7 @@ def _row_parts(indptr, n_rows, per_entry, per_row=0):
         + np.arange(n_rows + 1) * float(per_row)
     if not parallel_pays(cumulative[-1], PARALLEL_MIN_WORK, n_tasks=n_rows):
         return None
-    return balanced_parts(cumulative, thread_count())
+    return balanced_parts(cumulative, part_count(cumulative[-1], PARALLEL_MIN_WORK))
 
 
 def _feature_parts(colptr, per_entry, per_feature):
@@ -1191,7 +1191,7 @@ def _feature_parts(colptr, per_entry, per_feature):
     :func:`column_entries` for ``colptr``)."""
     cumulative = colptr * float(per_entry) \
         + np.arange(colptr.shape[0]) * float(per_feature)
-    return balanced_parts(cumulative, thread_count())
+    return balanced_parts(cumulative, part_count(cumulative[-1], PARALLEL_MIN_WORK))
 
 
 def _split_rows(serial, part, parts, args, extra=()):
