@@ -3,12 +3,12 @@
 Run from the repository root (needs the Reuters-21578 source files in
 ``../shared/data/reuters21578``, or ``--source``)::
 
-    python benchmarks/bench_noisy_or_raw.py        # ~8 min on 2 cores
-    # the two small corpora, every fit timed three times (median; ~12 min)
+    python benchmarks/bench_noisy_or_raw.py        # ~2 min on 2 cores
+    # the two small corpora, every fit timed three times (median; ~3 min)
     python benchmarks/bench_noisy_or_raw.py --corpora r4long rare \
         --components 50 100 150 --repeat 3 \
         --out benchmarks/results/bench_noisy_or_raw_repeat.json
-    # a large vocabulary (11,929 words, 51 classes; ~9 min)
+    # a large vocabulary (11,929 words, 51 classes; ~4 min)
     python benchmarks/bench_noisy_or_raw.py --corpora r52 \
         --components 50 100 150 --out benchmarks/results/bench_noisy_or_raw_r52.json
 
