@@ -12,9 +12,9 @@ import numpy as np
 
 from .._numba import balanced_parts, parallel_pays, part_count, run_parts
 
-#: Multiply-adds from which the first layer's sparse product is split into
-#: row ranges on threads (scipy's product releases the GIL)
-PARALLEL_MIN_WORK = 400_000
+# Multiply-adds from which the first layer's sparse product is split into row
+# ranges on threads (scipy's product releases the GIL): the kernels' threshold
+from ._kernels import PARALLEL_MIN_WORK
 
 #: Power of the document length by which the encoder's input row is divided:
 #: 0.5 gives every binary row unit Euclidean norm. (1, the mean of the active
