@@ -406,6 +406,34 @@ def test_an_empty_cause_is_reported_even_when_most_are_in_use():
         model._after_fit(sp.csr_matrix(X)[:150], None)
 
 
+@pytest.mark.parametrize("inference", ["acp", "avi"])
+def test_a_cause_on_in_fewer_than_one_row_in_a_thousand_is_empty(inference):
+    """On 1,000 rows or more a cause is empty below a prior of 0.001, not only
+    below 1 / n_samples. Before, AVI on 44,328 health news tweets (K = 50)
+    ended with 7 to 11 causes at priors of 2e-4 to 3e-4, each on in about one
+    tweet but 9 to 13 rows in expectation, and fit did not warn. Below 1,000
+    rows the 1 / n_samples rule stays (it is the larger); the remedy names
+    inference='acp' to the other methods only."""
+    X, _ = make_noisy_or(2000, 30, 3, density=0.3, random_state=0)
+    model = NoisyORFactorizer(4, inference=inference, max_iter=1,
+                              random_state=0).fit(X)
+    model._logit_prior[:] = logit(0.3)
+    model._logit_prior[0] = logit(7e-4)  # 1.4 of 2,000 rows in expectation
+    assert model._logit_prior[0] > logit(1.0 / X.shape[0])  # the old rule: silent
+    with pytest.warns(UnusedLatentWarning) as record:
+        model._after_fit(X, None)
+    message = str(record[0].message)
+    assert re.search(r"only 3 of 4 causes.*prior >= 0.001: on in at least one "
+                     r"training row in a thousand.*lower n_components", message), message
+    assert ("inference='acp'" in message) == (inference != "acp"), message
+    model._logit_prior[0] = logit(1.5e-3)  # rare, not empty
+    with warnings_as_errors():
+        model._after_fit(X, None)
+    # on 500 rows, 1 / n_samples = 0.002 is the floor: 0.0015 is empty there
+    with pytest.warns(UnusedLatentWarning, match=r"only 3 of 4.*1 / n_samples = 0.002"):
+        model._after_fit(sp.csr_matrix(X)[:500], None)
+
+
 def test_partial_fit_does_not_call_a_rare_cause_empty_from_the_chunk_size():
     """The empty-cause warning needs the training set's size. partial_fit sees
     a chunk (the out-of-core example's last chunk has 48 of 5,048 rows), and
