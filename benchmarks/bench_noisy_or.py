@@ -1108,10 +1108,9 @@ def main(argv=None):
         help="corpora of the time-to-quality section (default body r8 headline, "
         "quick body r8; mnist: binary MNIST images as documents of pixels; news, "
         "news-lead, news-open, news-pairs, tweets: see --news-articles; r4long, r7, "
-        "rare, "
-        "r52: the raw-vocabulary Reuters corpora of bench_noisy_or_raw.py; adult: "
-        "UCI Adult one-hot, tabular binary data; digits: scikit-learn's 8 x 8 digits, "
-        "binarized); K as --components",
+        "rare, r52: the raw-vocabulary Reuters corpora of bench_noisy_or_raw.py; "
+        "adult: UCI Adult one-hot, tabular binary data; digits: scikit-learn's "
+        "8 x 8 digits, binarized); K as --components",
     )
     parser.add_argument(
         "--news-articles",

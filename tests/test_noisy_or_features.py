@@ -423,8 +423,9 @@ def test_a_cause_on_in_fewer_than_one_row_in_a_thousand_is_empty(inference):
     with pytest.warns(UnusedLatentWarning) as record:
         model._after_fit(X, None)
     message = str(record[0].message)
-    assert re.search(r"only 3 of 4 causes.*prior >= 0.001: on in at least one "
-                     r"training row in a thousand.*lower n_components", message), message
+    pattern = (r"only 3 of 4 causes.*prior >= 0.001: on in at least one "
+               r"training row in a thousand.*lower n_components")
+    assert re.search(pattern, message), message
     assert ("inference='acp'" in message) == (inference != "acp"), message
     model._logit_prior[0] = logit(1.5e-3)  # rare, not empty
     with warnings_as_errors():

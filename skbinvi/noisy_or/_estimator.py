@@ -93,10 +93,11 @@ _DEAD_PRIOR = 0.01
 # A cause whose prior ends below this value, or below 1 / n_samples when that
 # is larger, is empty: on in fewer than one training row in a thousand (or in
 # less than one row) in expectation. AVI on 44,328 health news tweets (K = 50,
-# seeds 0-2) ended with 7 to 11 such causes (priors 2e-4 to 3e-4, each on in
-# a median of one tweet, switching them off moved the test ELBO by at most
-# 0.17 nats per tweet), all above 1 / n_samples = 2.3e-5; the rare causes of
-# the default fits on the Reuters corpora stay above it (user guide).
+# seeds 0-2) ended with 7 to 11 such causes (priors 2e-4 to 3e-4, on in about
+# one tweet each; switching them and the other causes below 0.01 off moved the
+# test ELBO by at most 0.17 nats per tweet), all above 1 / n_samples = 2.3e-5;
+# the rare causes of the default fits on the Reuters corpora stay above it
+# (user guide, "Unused causes" and "Many short documents").
 _EMPTY_PRIOR = 1e-3
 # Split moves (split_moves=True; see NoisyORFactorizer._split_causes): training
 # rows on which the moves are scored, most rows scored per move, Monte Carlo
