@@ -1536,7 +1536,8 @@ def section_rare(run, results, quick, seeds=None, corpora=None, Ks=None):
             for corpus in corpora for K in Ks for method in ("acp", "avi")
             for seed in seeds]
     res, rows = {}, []
-    for cfg, r in _run_grid(run, "rare", grid, res, "{corpus} K={K} {method} seed {seed}",
+    for cfg, r in _run_grid(run, "rare", grid, res,
+                            "{corpus} K={K} {method} seed {seed}",
                             "{corpus}_K{K}_{method}_s{seed}"):
         K = cfg["K"]
         rows.append([
@@ -1659,9 +1660,11 @@ def section_truth(run, results, quick, seeds=None, Ks=None):
     Ks = Ks or ([30] if quick else [50, 100])
     skews = ["flat"] if quick else ["flat", "zipf", "steep"]
     grid = [{"K": K, "skew": skew, "method": method, "seed": seed}
-            for K in Ks for skew in skews for method in ("acp", "avi") for seed in seeds]
+            for K in Ks for skew in skews for method in ("acp", "avi")
+            for seed in seeds]
     res, rows = {}, []
-    for cfg, r in _run_grid(run, "truth", grid, res, "K={K} {skew} {method} seed {seed}",
+    for cfg, r in _run_grid(run, "truth", grid, res,
+                            "K={K} {skew} {method} seed {seed}",
                             "K{K}_{skew}_{method}_s{seed}"):
         K = cfg["K"]
         rows.append([
@@ -1969,14 +1972,16 @@ def _scaling_finding(sel):
             continue
         lo, hi = rs[0], rs[-1]
         lines.append(
-            f"{inference}: n_features x{hi['config']['n_features'] // lo['config']['n_features']}"
+            f"{inference}: n_features "
+            f"x{hi['config']['n_features'] // lo['config']['n_features']}"
             f" at nnz x{hi['nnz'] / lo['nnz']:.2f}: s/epoch "
             f"{lo['seconds_per_epoch']:.2f} -> {hi['seconds_per_epoch']:.2f} "
             f"(x{hi['seconds_per_epoch'] / lo['seconds_per_epoch']:.2f}); at "
             f"n_features={hi['config']['n_features']} the part that does not depend "
             f"on nnz (empty X) is {hi['empty_seconds_per_epoch']:.2f} s."
         )
-    return ["Cost per epoch against n_features at about constant nnz: " + " ".join(lines)]
+    return ["Cost per epoch against n_features at about constant nnz: "
+            + " ".join(lines)]
 
 
 def _scaling_notes(sc, part):

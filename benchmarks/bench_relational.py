@@ -6,8 +6,8 @@ Run from the repository root::
     python benchmarks/bench_relational.py kinship --seeds 1  # one seed (~8 min)
     python benchmarks/bench_relational.py kinship --quick    # smoke run (< 1 min)
     python benchmarks/bench_relational.py speed              # seconds per iteration
-    python benchmarks/bench_relational.py sparse             # 100,000 entities (~10 min)
-    python benchmarks/bench_relational.py sparse --quick     # 10,000 entities
+    python benchmarks/bench_relational.py sparse             # 100k entities (~10 min)
+    python benchmarks/bench_relational.py sparse --quick     # 10k entities
     python benchmarks/bench_relational.py triples --triples-dir DIR [DIR ...]
     python benchmarks/bench_relational.py collapse --seeds 8  # weak blocks (~4 min)
 

@@ -138,7 +138,9 @@ print(f"{'truth':>6} {'':>27} {'':>5} {'':>8} {'':>8} {true_loglik:>9.3f}")
 # ``components_`` of the run with the highest training ELBO (``elbo_``, which
 # is how ``n_init`` restarts choose), each cause placed under the true pattern
 # it is matched to; the number is the cosine similarity.
-fig, axes = plt.subplots(len(METHODS) + 1, K, figsize=(1.2 * K, 1.35 * (len(METHODS) + 1)))
+fig, axes = plt.subplots(
+    len(METHODS) + 1, K, figsize=(1.2 * K, 1.35 * (len(METHODS) + 1))
+)
 for k in range(K):
     axes[0, k].imshow(truth.components[k].reshape(truth.image_shape), cmap="Greys")
 axes[0, 0].set_ylabel("truth", rotation=0, ha="right", va="center")

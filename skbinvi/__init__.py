@@ -1,4 +1,5 @@
-"""skbinvi: scikit-learn compatible variational inference for binary latent variables."""
+"""skbinvi: scikit-learn compatible variational inference for binary latent
+variables."""
 
 from ._base import UnusedLatentWarning
 from .experts import DiversityMixtureOfExperts

@@ -449,7 +449,10 @@ def log_ndtr(t):
 
 @njit
 def log_normal_pdf(t):
-    """log phi(t) of the standard normal density. Equivalent to ``scipy.stats.norm.logpdf``."""
+    """log phi(t) of the standard normal density.
+
+    Equivalent to ``scipy.stats.norm.logpdf``.
+    """
     return -0.5 * t * t - _LOG_SQRT_2PI
 
 

@@ -107,7 +107,8 @@ PARALLEL_MIN_ENTRIES = 200_000
 def _adam_update_softplus_rows(raw, value, slope, colsum, rows, grad_rows, grad,
                                delayed, last, now, m, v, step_size, beta1, beta2,
                                epsilon):
-    """Adam ascent step on rows of a softplus-parametrized matrix, with delayed gradient.
+    """Adam ascent step on rows of a softplus-parametrized matrix, with delayed
+    gradient.
 
     The parameter is ``value = softplus(raw)`` (shape (D, P)); the objective's
     gradient with respect to ``value`` is row-sparse plus a part that every
@@ -189,7 +190,8 @@ def _softplus_rows_range(j_lo, j_hi, raw, value, slope, colsum, track, rows,
         for j in range(j0, j1):
             i = rows[j]
             at = (j - j0) * P
-            fv, fs, vl, sl = fresh[at:at + P], fresh_slope[at:at + P], value[i], slope[i]
+            fv, fs, vl, sl = (fresh[at:at + P], fresh_slope[at:at + P], value[i],
+                              slope[i])
             if track:
                 for p in range(P):
                     colsum[p] += fv[p] - vl[p]
@@ -318,7 +320,8 @@ class Adam:
         # the rows are distinct: the parts write to disjoint rows
         run_parts(_adam_rows_range, [
             (lo, hi, *args) for lo, hi in balanced_parts(
-                np.arange(R + 1), part_count(R * param.shape[1], PARALLEL_MIN_ENTRIES))])
+                np.arange(R + 1),
+                part_count(R * param.shape[1], PARALLEL_MIN_ENTRIES))])
 
     def update_softplus_rows(self, i, rows, grad, delayed, last, now, value, slope,
                              colsum, grad_rows=None, colsum_recomputed=False):

@@ -596,23 +596,29 @@ def test_per_vector_proposal_scales():
                                      random_state=0)
     array = M.run_metropolis_hastings(X, y, K, n_samples=10, burn_in=0,
                                     direction_concentration=np.full((2, K), 30.0),
-                                    magnitude_scale=np.full((2, K), 0.2), random_state=0)
+                                    magnitude_scale=np.full((2, K), 0.2),
+                                    random_state=0)
     # equal per-vector values: one shared proposer, the same chain
     np.testing.assert_array_equal(scalar.beta_samples, array.beta_samples)
     rates = scalar.vector_acceptance_rates
     assert rates.shape == (2, K, 2)
     # the per-vector counts add up to the per-move-type rates (equal proposals)
-    assert rates[0, :, 0].mean() == pytest.approx(scalar.acceptance_rates["expert_direction"])
-    assert rates[1, :, 1].mean() == pytest.approx(scalar.acceptance_rates["gate_magnitude"])
+    assert rates[0, :, 0].mean() == pytest.approx(
+        scalar.acceptance_rates["expert_direction"])
+    assert rates[1, :, 1].mean() == pytest.approx(
+        scalar.acceptance_rates["gate_magnitude"])
     # a tiny step for one vector only: that vector accepts almost every move
     step = np.full((2, K), 0.5)
     step[0, 1] = 1e-6
-    gauss = M.run_metropolis_hastings(X, y, K, prior="gaussian", n_samples=40, burn_in=0,
-                                    gaussian_scale=step, random_state=0)
+    gauss = M.run_metropolis_hastings(X, y, K, prior="gaussian", n_samples=40,
+                                    burn_in=0, gaussian_scale=step, random_state=0)
     assert gauss.vector_acceptance_rates.shape == (2, K, 1)
     assert gauss.vector_acceptance_rates[0, 1, 0] > 0.9
-    assert gauss.vector_acceptance_rates[0, 0, 0] < gauss.vector_acceptance_rates[0, 1, 0]
+    assert (gauss.vector_acceptance_rates[0, 0, 0]
+            < gauss.vector_acceptance_rates[0, 1, 0])
     with pytest.raises(ValueError, match="direction_concentration"):
-        M.run_metropolis_hastings(X, y, K, direction_concentration=np.ones(3), n_samples=1)
+        M.run_metropolis_hastings(X, y, K, direction_concentration=np.ones(3),
+                                  n_samples=1)
     with pytest.raises(ValueError, match="magnitude_scale"):
-        M.run_metropolis_hastings(X, y, K, magnitude_scale=np.zeros((2, K)), n_samples=1)
+        M.run_metropolis_hastings(X, y, K, magnitude_scale=np.zeros((2, K)),
+                                  n_samples=1)

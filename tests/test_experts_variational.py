@@ -141,7 +141,8 @@ def _exact_log_joint_prior(U, G, kappa, mu0, alpha1, alpha2):
     S = np.zeros(p)
     for i in range(1, K):
         S = S + U[i - 1]
-        out += float(log_normalizer(p, kappa * np.linalg.norm(S))) - kappa * float(S @ U[i])
+        out += (float(log_normalizer(p, kappa * np.linalg.norm(S)))
+                - kappa * float(S @ U[i]))
     out += float(np.sum(stats.gamma.logpdf(G, alpha1, scale=1.0 / alpha2)))
     return out
 
@@ -164,7 +165,8 @@ def test_vi_objective_is_below_monte_carlo_elbo():
                            for k in range(3)])
             G = rng.gamma(q.r, 1.0 / q.s)
             total += _exact_log_joint_prior(U, G, kappa, mu0, a1, a2)
-            total -= sum(float(log_normalizer(p, q.kappa[k])) + q.kappa[k] * float(q.mu[k] @ U[k])
+            total -= sum(float(log_normalizer(p, q.kappa[k]))
+                         + q.kappa[k] * float(q.mu[k] @ U[k])
                          for k in range(3))
             total -= float(np.sum(stats.gamma.logpdf(G, q.r, scale=1.0 / q.s)))
             vecs.append(G[:, None] * U)
@@ -394,7 +396,8 @@ def test_fixed_aux_likelihood_statistics_match_direct_and_bound(sparse):
     beta2, eta2 = _random_q(K, p, rng), _random_q(K, p, rng)
     for which, (q1, q2) in enumerate(((beta, beta2), (eta, eta2))):
         assert fast.value(which, q1) == pytest.approx(slow.value(which, q1), rel=1e-10)
-        for a, b in zip(fast.gradient(which, q2), slow.gradient(which, q2), strict=True):
+        for a, b in zip(fast.gradient(which, q2), slow.gradient(which, q2),
+                        strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
     # value differences are those of the likelihood bound at the fixed auxiliaries
     kw = dict(method="pr", pr_weights=(0, 0), kappa_prior=0.0, aux=aux)
@@ -424,14 +427,16 @@ def test_statistics_and_direct_fits_agree():
 @pytest.fixture(scope="module")
 def gaussian_fit():
     X, y = _two_expert_data(n=200)
-    return X, y, fit_gaussian_variational(X, y, 2, sigma=2.0, max_iter=60, random_state=0)
+    return X, y, fit_gaussian_variational(X, y, 2, sigma=2.0, max_iter=60,
+                                          random_state=0)
 
 
 def test_gaussian_elbo_non_decreasing_and_accurate(gaussian_fit):
     X, y, res = gaussian_fit
     h = res.objective_history
     assert np.all(np.diff(h) >= -1e-9 * np.abs(h[:-1]))
-    acc = np.mean((predict_proba_samples(X, res.beta_mean, res.eta_mean)[:, 1] > 0.5) == y)
+    acc = np.mean(
+        (predict_proba_samples(X, res.beta_mean, res.eta_mean)[:, 1] > 0.5) == y)
     assert acc > LogisticRegression().fit(X, y).score(X, y) + 0.2
     for cov in (res.beta_cov, res.eta_cov):  # symmetric positive definite
         np.testing.assert_allclose(cov, np.swapaxes(cov, 1, 2), atol=1e-12)
@@ -516,7 +521,8 @@ def test_fast_objective_matches_reference(method, statistics):
     mu0 = cfg.mu0
     ref, aux = variational_objective(X, y, beta, eta, method=method,
                                      kappa_prior=cfg.kappa_prior, mu0=mu0,
-                                     pr_weights=(1.0, 2.0), pr_gamma=0.3, return_aux=True)
+                                     pr_weights=(1.0, 2.0), pr_gamma=0.3,
+                                     return_aux=True)
     sq = np.sum(X * X, axis=1)
     value, _ = objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams)
     assert value == pytest.approx(ref, rel=1e-12, abs=1e-9)
@@ -608,7 +614,8 @@ def test_over_relaxation_factor_grows_less_after_each_rejection():
     X, y, sq, state, cfg, consts, lams = _outer_iteration_setup()
     trace = [(state.omega, state.omega_growth, -np.inf)]
     for _ in range(40):
-        value = V.variational_iteration(X, y, sq, state, cfg, consts, lams, 3, True, 0.0)
+        value = V.variational_iteration(X, y, sq, state, cfg, consts, lams, 3, True,
+                                        0.0)
         trace.append((state.omega, state.omega_growth, value))
     rejections = 0
     for (om0, gr0, v0), (om1, gr1, v1) in zip(trace, trace[1:], strict=False):

@@ -218,7 +218,8 @@ def test_jj_em_is_monotone_bounds_the_elbo_and_recovers_patterns(synthetic):
     history = model.elbo_history_
     assert np.all(np.diff(history) >= -1e-9 * np.abs(history[1:]))
     assert history[-1] > history[0] + 5.0
-    recovered = int((_matched_cosines(truth.components, model.components_) >= 0.95).sum())
+    recovered = int(
+        (_matched_cosines(truth.components, model.components_) >= 0.95).sum())
     assert recovered >= 6, recovered
     # the bound of the E-step's q is below the exact ELBO of that q
     from skbinvi.noisy_or import _jaakkola_jordan as jj
@@ -474,7 +475,8 @@ def test_feature_names_out_and_pipeline(small):
 
 def test_set_output_pandas(small):
     pd = pytest.importorskip("pandas")
-    model = NoisyORFactorizer(3, max_iter=2, random_state=0).set_output(transform="pandas")
+    model = NoisyORFactorizer(3, max_iter=2, random_state=0).set_output(
+        transform="pandas")
     out = model.fit_transform(small)
     assert isinstance(out, pd.DataFrame)
     assert list(out.columns) == list(model.get_feature_names_out())

@@ -1,4 +1,5 @@
-"""Noisy-OR kernels against slow NumPy references, finite differences and enumeration."""
+"""Noisy-OR kernels against slow NumPy references, finite differences and
+enumeration."""
 
 import itertools
 
@@ -96,7 +97,8 @@ def test_relaxed_elbo_compact_columns_match_full():
 def test_relaxed_elbo_matches_dense_reference():
     X, theta, leak, logit_q, logit_prior, uniforms = _problem()
     out = _run_relaxed(X, theta, leak, logit_q, logit_prior, uniforms, 0.3)
-    expected = _reference_relaxed_elbo(X, theta, leak, logit_q, logit_prior, uniforms, 0.3)
+    expected = _reference_relaxed_elbo(X, theta, leak, logit_q, logit_prior, uniforms,
+                                       0.3)
     assert_allclose(out["elbo_relaxed"], expected, rtol=1e-12, atol=1e-12)
 
 
@@ -119,7 +121,8 @@ def test_relaxed_elbo_gradients_finite_differences(name):
     X, theta, leak, logit_q, logit_prior, uniforms = _problem(seed=2)
     args = dict(theta=theta, leak=leak, logit_q=logit_q, logit_prior=logit_prior)
     tau = 0.4
-    grad = _run_relaxed(X, theta, leak, logit_q, logit_prior, uniforms, tau)["g_" + name]
+    grad = _run_relaxed(X, theta, leak, logit_q, logit_prior, uniforms,
+                        tau)["g_" + name]
     param = args[name]
     numeric = np.empty_like(param)
     eps = 1e-6

@@ -128,7 +128,8 @@ def test_window_is_short_on_reuters_and_grows_on_wide_sparse_data():
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [2, 3])
 def test_delayed_updates_train_as_well_as_plain_adam(seed, monkeypatch):
-    """On wide data (window > 1) training reaches the ELBO and the causes of plain Adam."""
+    """On wide data (window > 1) training reaches the ELBO and the causes of plain
+    Adam."""
     X, truth = make_noisy_or(1500, 2000, 3, density=0.01, prior=0.3, leak=0.001,
                              sparse=True, random_state=2)
     support = truth.components > 0

@@ -91,7 +91,8 @@ def test_stochastic_deltas_are_unbiased_for_the_full_sweep():
     centers = np.array([1, 4, 6])
     draws = []
     for _ in range(600):
-        lsnd, lrcv, rel, xl, ws, wr, ents, lcen = model._local_pairs(store, centers, rng)
+        lsnd, lrcv, rel, xl, ws, wr, ents, lcen = model._local_pairs(store, centers,
+                                                                     rng)
         out = np.empty((ents.size, D))
         _kernels.mcvi_mean_deltas(
             lsnd, lrcv, rel,
@@ -121,7 +122,8 @@ def test_stochastic_weight_statistics_are_unbiased():
     draws = []
     for _ in range(1500):
         centers = np.sort(rng.choice(N, 3, replace=False))
-        lsnd, lrcv, rel, xl, ws, wr, ents, lcen = model._local_pairs(store, centers, rng)
+        lsnd, lrcv, rel, xl, ws, wr, ents, lcen = model._local_pairs(store, centers,
+                                                                     rng)
         sel = ws > 0
         A = _kernels.weight_system(
             lsnd[sel], lrcv[sel], rel[sel], q[ents], R, False,
@@ -510,7 +512,7 @@ def test_probit_curvature_is_minus_the_second_derivative():
     h = 1e-4
     for x in (0.0, 1.0):
         s = 1.0 if x else -1.0
-        g = lambda e: log_ndtr(s * e)  # noqa: E731
+        g = lambda e, s=s: log_ndtr(s * e)  # noqa: E731
         fd = -(g(eta + h) - 2 * g(eta) + g(eta - h)) / h**2
         assert_allclose(_probit_curvature(np.full_like(eta, x), eta), fd,
                         rtol=1e-4, atol=1e-6)

@@ -390,7 +390,8 @@ def make_sparse_relational(
             deficit = target - np.bincount(block, minlength=G * G).reshape(G, G)
         codes.append(np.sort(np.concatenate([got, *listed])) if listed else got)
     code = np.concatenate(codes)
-    X = np.column_stack([code // R // N, (code // R) % N] + ([code % R] if R > 1 else []))
+    X = np.column_stack([code // R // N, (code // R) % N]
+                        + ([code % R] if R > 1 else []))
     truth = Bunch(
         latent_features=Z.astype(np.int8),
         weight_matrices=np.tile(np.eye(D) * w, (R, 1, 1)),

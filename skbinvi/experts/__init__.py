@@ -1,4 +1,5 @@
-"""Bayesian mixture of experts with the mutual angular (diversity) prior ([Xie] ICML 2016)."""
+"""Bayesian mixture of experts with the mutual angular (diversity) prior ([Xie]
+ICML 2016)."""
 
 from ._estimator import DiversityMixtureOfExperts
 

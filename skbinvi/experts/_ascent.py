@@ -369,7 +369,8 @@ def _mabn_kernel(m, kp, mu0, f0, slope, root, need_grad):
         tail_c = 0.0
         for i in range(K - 1, -1, -1):
             for j in range(p):
-                grad[i, j] = -kp * (total[j] - m[i, j]) - (tail_cs[j] - tail_c * m[i, j])
+                grad[i, j] = (-kp * (total[j] - m[i, j])
+                              - (tail_cs[j] - tail_c * m[i, j]))
             for j in range(p):
                 tail_cs[j] += coef[i] * S[i, j]
             tail_c += coef[i]

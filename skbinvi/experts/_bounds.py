@@ -768,8 +768,8 @@ def _gate_newton_rows(mean_t, var_t, c, lo, hi, n_rounds, tol):
     out = np.empty(n)
     d, e, lam = np.empty(K), np.empty(K), np.empty(K)
     for i in range(n):
-        out[i] = _gate_newton_row(mean_t[i], var_t[i], c[i], lo[i], hi[i], n_rounds, tol,
-                                  0.0, d, e, lam)
+        out[i] = _gate_newton_row(mean_t[i], var_t[i], c[i], lo[i], hi[i], n_rounds,
+                                  tol, 0.0, d, e, lam)
     return out
 
 
@@ -1095,7 +1095,8 @@ def _likelihood_row(sign_i, mean_b, second_b, mean_e, ci, phi, xi, d, e, lam_d, 
 
 @njit(inline="always")
 def _optimal_row(sign_i, mean_b, second_b, mean_e, var_e, c0_i, use_c0, n_rounds, tol,
-                 gain_tol, phi, xi, d, e, lam, a, terms, want_weights, g_mean, g_second):
+                 gain_tol, phi, xi, d, e, lam, a, terms, want_weights, g_mean,
+                 g_second):
     """One row of :func:`_optimal_likelihood_pieces` from its moments (K,) each.
 
     Bracket [lo, hi] and start of the gate parameter c as in
@@ -1160,8 +1161,8 @@ def _sum_row_terms(row_terms):
 
 @njit(inline="always")
 def _moment_range(lo, hi, sign, mean_b, second_b, mean_e, second_e, c0, use_c0,
-                  n_rounds, tol, gain_tol, want_weights, phi, xi, d, c, g_mean, g_second,
-                  row_terms):
+                  n_rounds, tol, gain_tol, want_weights, phi, xi, d, c, g_mean,
+                  g_second, row_terms):
     """Rows lo..hi-1 of :func:`_moment_rows` (their own (K,) buffers)."""
     K = mean_b.shape[1]
     a, var_e, e, lam = np.empty(K), np.empty(K), np.empty(K), np.empty(K)
@@ -1265,7 +1266,8 @@ def _objective_rows_parallel_into(sign, sq, t_b, t_e, indptr, indices, data, mut
                                   mut_e, from_csr, coef_b, coef_e, c0, use_c0, n_rounds,
                                   tol, gain_tol, want_weights, phi, xi, d, c, g_mean,
                                   g_second):
-    """:func:`_objective_rows_parallel` writing into given outputs; returns the terms."""
+    """:func:`_objective_rows_parallel` writing into given outputs; returns the
+    terms."""
     n = sq.shape[0]
     row_terms = np.zeros((n, 3))
     for chunk in prange((n + _ROW_CHUNK - 1) // _ROW_CHUNK):
@@ -1621,9 +1623,10 @@ def _check_kappa_scalar(kappa):
 def mabn_log_normalizer_upper_bound(mean_directions, kappa, return_gradient=False):
     """Upper bounds on E_q[log Z_i] of the Type II MABN prior, nodes i = 1..K [D].
 
-    Type II MABN ([Xie] main paper; user guide, "The mutual angular prior"): u_1 ~ vMF(mu0,
-    kappa) and for i >= 2, p(u_i | u_1..u_{i-1}) = exp(kappa (-s_i)^T u_i) / Z_i with
-    s_i = sum_{j<i} u_j, so Z_i = 1 / C_p(kappa ||s_i||) =: exp(f(||s_i||)).
+    Type II MABN ([Xie] main paper; user guide, "The mutual angular prior"): u_1 ~
+    vMF(mu0, kappa) and for i >= 2, p(u_i | u_1..u_{i-1}) = exp(kappa (-s_i)^T u_i)
+    / Z_i with s_i = sum_{j<i} u_j, so Z_i = 1 / C_p(kappa ||s_i||) =:
+    exp(f(||s_i||)).
 
     Parameters
     ----------

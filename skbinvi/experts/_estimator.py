@@ -833,7 +833,8 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
             f"{type(self).__name__}: max_iter={self.max_iter} blocks of sweeps ended "
             f"the chain before its schedule did: {kept} of n_mcmc_samples="
             f"{self.n_mcmc_samples} samples kept. From a new start the schedule "
-            f"(burn_in={self.burn_in} sweeps{f', n_em_iter={self.n_em_iter}' if em else ''}"
+            f"(burn_in={self.burn_in} sweeps"
+            f"{f', n_em_iter={self.n_em_iter}' if em else ''}"
             f", then the kept samples, {ADAPT_BLOCK} per block) needs max_iter >= "
             f"{blocks}: increase max_iter.")
 

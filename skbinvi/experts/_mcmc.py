@@ -192,10 +192,12 @@ def _per_vector(value, name, K, allow_zero=False):
     if arr.ndim == 0:
         arr = np.full((2, K), float(arr))
     if arr.shape != (2, K):
-        raise ValueError(f"{name} must be a scalar or of shape (2, {K}); got {arr.shape}.")
+        raise ValueError(f"{name} must be a scalar or of shape (2, {K}); "
+                         f"got {arr.shape}.")
     bad = ~np.isfinite(arr) | ((arr < 0) if allow_zero else (arr <= 0))
     if np.any(bad):
-        raise ValueError(f"{name} must be finite and {'>= 0' if allow_zero else '> 0'}.")
+        raise ValueError(f"{name} must be finite and "
+                         f"{'>= 0' if allow_zero else '> 0'}.")
     return arr.copy()
 
 

@@ -9,8 +9,10 @@ q(g) = Gamma(shape r, rate s), q(z_n) = Categorical(phi_n). Two objectives
 
 * ``method="pr"`` (posterior regularization, [Xie] supplement Eqs. 19-20):
 
-      F_pr = independent_prior_elbo(prior = vMF(mu0, kappa_prior) x Gamma(alpha1, alpha2))
-             + lambda1 Omega({E u_k of the experts}) + lambda2 Omega({E u_k of the gates}),
+      F_pr = independent_prior_elbo(prior = vMF(mu0, kappa_prior)
+                                              x Gamma(alpha1, alpha2))
+             + lambda1 Omega({E u_k of the experts})
+             + lambda2 Omega({E u_k of the gates}),
 
   Omega the mutual angular regularizer with variance weight ``pr_gamma``
   (:mod:`skbinvi.experts._angular`; Omega is in radians, so lambda1, lambda2
@@ -19,9 +21,10 @@ q(g) = Gamma(shape r, rate s), q(z_n) = Categorical(phi_n). Two objectives
 * ``method="vi"`` (Type II MABN prior on the directions of the experts and,
   separately, of the gates; Gamma(alpha1, alpha2) priors on the magnitudes):
 
-      F_vi = L_lik + sum_{set in (beta, eta)} [ sum_i LB_i(E u_1..E u_K)
-                                               + sum_k H[q(u_k)]
-                                               - sum_k KL(q(g_k) || Gamma(alpha1, alpha2)) ],
+      F_vi = L_lik + sum_{set in (beta, eta)} [
+                 sum_i LB_i(E u_1..E u_K)
+                 + sum_k H[q(u_k)]
+                 - sum_k KL(q(g_k) || Gamma(alpha1, alpha2)) ],
 
   where L_lik is :func:`~skbinvi.experts._bounds.likelihood_bound`
   (<= E_q log p(y, z | X, beta, eta) + H[q(z)]), LB_i is
@@ -225,7 +228,8 @@ def _as_params(params):
     mu, kappa, r, s = params
     K = np.asarray(mu).shape[0]
     return VMFGammaParams(np.asarray(mu, dtype=np.float64),
-                          np.broadcast_to(np.asarray(kappa, dtype=np.float64), (K,)).copy(),
+                          np.broadcast_to(np.asarray(kappa, dtype=np.float64),
+                                          (K,)).copy(),
                           np.broadcast_to(np.asarray(r, dtype=np.float64), (K,)).copy(),
                           np.broadcast_to(np.asarray(s, dtype=np.float64), (K,)).copy())
 
@@ -364,7 +368,8 @@ def variational_objective(X, y, beta, eta, *, method="vi", kappa_prior=1.0, mu0=
     y = _check_y(y, X.shape[0])
     cfg, lams = _check_config(method, kappa_prior, mu0, alpha1, alpha2, pr_weights,
                               pr_gamma, X.shape[1])
-    value, aux = _full_objective(X, y, _as_params(beta), _as_params(eta), cfg, lams, aux)
+    value, aux = _full_objective(X, y, _as_params(beta), _as_params(eta), cfg, lams,
+                                 aux)
     return (value, aux) if return_aux else value
 
 
@@ -768,7 +773,8 @@ class _FixedAuxLikelihood:
         g_mean, g_second = self.weights[which]
         t = np.asarray(self.X @ mu.T)
         return float(np.sum(g_mean * (coef.c1 * t))
-                     + np.sum(g_second * (coef.c2 * self.sq[:, None] + coef.c3 * t * t)))
+                     + np.sum(g_second
+                              * (coef.c2 * self.sq[:, None] + coef.c3 * t * t)))
 
     def gradient(self, which, params):
         """dL/d(mu, kappa, r, s) of set ``which`` (a VMFGammaGradient); reference."""
@@ -789,7 +795,8 @@ class _FixedAuxLikelihood:
         return self.stats[which] if self.use_statistics else None
 
     def moments_value(self, which, mu, c1, c2, c3):
-        """L of each vector (K,) of set ``which`` from the data, given the coefficients."""
+        """L of each vector (K,) of set ``which`` from the data, given the
+        coefficients."""
         g_mean, g_second = self.weights[which]
         t = np.asarray(self.X @ mu.T)
         return (np.sum(g_mean * t, axis=0) * c1 + (self.sq @ g_second) * c2
@@ -819,7 +826,8 @@ def _use_statistics(X, K, mode):
 
 
 def _init_params(K, p, rng, kappa_init, init_scale):
-    """The random start: uniform mean directions, equal kappa, q(g) = Gamma(5, 5 / scale)."""
+    """The random start: uniform mean directions, equal kappa, q(g) =
+    Gamma(5, 5 / scale)."""
     mu = rng.normal(size=(K, p))
     mu /= np.linalg.norm(mu, axis=1, keepdims=True)
     return VMFGammaParams(mu, np.full(K, float(kappa_init)), np.full(K, _INIT_SHAPE),
@@ -918,7 +926,8 @@ def objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams, c_init=None,
                                 for pt in pts], None
         phi, xi, c, d, (e, g, h), g_mean, g_second = _objective_rows(
             2.0 * y - 1.0, sq, *projections, *coefs,
-            np.zeros(1) if c_init is None else np.ascontiguousarray(c_init, dtype=float),
+            (np.zeros(1) if c_init is None
+             else np.ascontiguousarray(c_init, dtype=float)),
             c_init is not None, _GATE_ROUNDS, _GATE_TOL, gain_tol, want_weights,
             out, csr)
         weights = (g_mean, g_second)
@@ -1131,7 +1140,8 @@ def fit_variational(X, y, n_components, *, method="vi", kappa_prior=1.0, mu0=Non
     if K < 1:
         raise ValueError(f"n_components must be >= 1; got {n_components!r}.")
     if statistics not in ("auto", True, False):
-        raise ValueError(f"statistics must be 'auto', True or False; got {statistics!r}.")
+        raise ValueError("statistics must be 'auto', True or False; "
+                         f"got {statistics!r}.")
     cfg, lams = _check_config(method, kappa_prior, mu0, alpha1, alpha2, pr_weights,
                               pr_gamma, p)
     rng = check_random_state(random_state)
@@ -1151,8 +1161,9 @@ def fit_variational(X, y, n_components, *, method="vi", kappa_prior=1.0, mu0=Non
     converged = False
     for it in range(1, int(max_iter) + 1):
         start = state.value
-        value = variational_iteration(X, y, sq, state, cfg, consts, lams, inner_max_iter,
-                                      use_stats, tol * max(abs(start), 1.0))
+        value = variational_iteration(X, y, sq, state, cfg, consts, lams,
+                                      inner_max_iter, use_stats,
+                                      tol * max(abs(start), 1.0))
         if value == start:
             converged = True
             break
@@ -1212,7 +1223,8 @@ def _rowwise_quadratic_forms_csr(indptr, indices, data, St):
     rows in parallel for large passes. Checked against the NumPy einsum in
     ``tests/test_experts_variational.py::test_weighted_gram_and_quadratic_forms_match_numpy``.
     """
-    kernel = (_quadratic_forms_parallel if use_parallel(indptr.shape[0] - 1, St.shape[2])
+    kernel = (_quadratic_forms_parallel
+              if use_parallel(indptr.shape[0] - 1, St.shape[2])
               else _quadratic_forms_serial)
     return kernel(indptr, indices, data, St)
 
@@ -1290,7 +1302,8 @@ class GaussianFitResult:
 
 
 def _gaussian_kl(mean, cov, sigma, logdet=None):
-    """sum_k KL(N(mean_k, cov_k) || N(0, sigma^2 I)) in nats (``logdet``: of each cov_k)."""
+    """sum_k KL(N(mean_k, cov_k) || N(0, sigma^2 I)) in nats (``logdet``: of each
+    cov_k)."""
     K, p = mean.shape
     if logdet is None:
         logdet = np.linalg.slogdet(cov)[1]
@@ -1414,8 +1427,9 @@ def gaussian_objective_and_aux(X, y, state, sigma, c_init=None, qf=None):
         m = np.asarray(X @ mean.T)
         moments += [m, m * m + q]
     if state.means[0].shape[0] >= 2:  # fused pass, with the fixed-auxiliary weights
-        pieces = _optimal_likelihood_pieces(y, *moments, _GATE_ROUNDS, _GATE_TOL, c_init,
-                                            want_weights=True, gain_tol=_GATE_GAIN_TOL)
+        pieces = _optimal_likelihood_pieces(y, *moments, _GATE_ROUNDS, _GATE_TOL,
+                                            c_init, want_weights=True,
+                                            gain_tol=_GATE_GAIN_TOL)
         state.weights = pieces[-1]
     else:
         pieces = likelihood_pieces_from_moments(y, *moments, c_init=c_init)
@@ -1423,7 +1437,8 @@ def gaussian_objective_and_aux(X, y, state, sigma, c_init=None, qf=None):
     logdets = state.logdets if state.logdets is not None else [None, None]
     state.value = float(sum(pieces[:3])
                         - _gaussian_kl(state.means[0], state.covs[0], sigma, logdets[0])
-                        - _gaussian_kl(state.means[1], state.covs[1], sigma, logdets[1]))
+                        - _gaussian_kl(state.means[1], state.covs[1], sigma,
+                                       logdets[1]))
     phi, _, xi, c, d = pieces[3:8]
     state.aux = (phi, xi, c, d)
     return state.value
@@ -1485,7 +1500,8 @@ def _mirror_lower(S):
 
 
 def gaussian_iteration(X, y, sq, state, sigma):
-    """One BMEM-G iteration: closed-form q at the current auxiliaries, then new auxiliaries.
+    """One BMEM-G iteration: closed-form q at the current auxiliaries, then new
+    auxiliaries.
 
     Returns the ELBO after the iteration (nats, total), never below the one before.
     """

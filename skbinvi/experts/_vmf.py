@@ -387,8 +387,8 @@ def _ratio_asymptotic(c, kappa):
     da = np.empty_like(kappa)
     for cv in np.unique(c):
         sel = c == cv
-        one_minus_a[sel], da[sel] = _asymptotic_sums(_asymptotic_coefficients(float(cv)),
-                                                     np.ascontiguousarray(kappa[sel]))
+        one_minus_a[sel], da[sel] = _asymptotic_sums(
+            _asymptotic_coefficients(float(cv)), np.ascontiguousarray(kappa[sel]))
     return one_minus_a, da
 
 

@@ -199,11 +199,11 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
     The encoder's input is the binary row divided by the square root of its
     number of active features (unit Euclidean norm), so that documents of
-    any length give hidden activations of the same scale. In :meth:`transform` and :meth:`score` the encoder's
-    logits are the start of ``n_refine_steps`` local mean-field steps (the
-    "svi" steps below) that close the amortization gap (semi-amortized
-    inference, Kim et al., ICML 2018); a row keeps its refined logits only
-    if they raise its ELBO.
+    any length give hidden activations of the same scale. In :meth:`transform`
+    and :meth:`score` the encoder's logits are the start of ``n_refine_steps``
+    local mean-field steps (the "svi" steps below) that close the amortization
+    gap (semi-amortized inference, Kim et al., ICML 2018); a row keeps its
+    refined logits only if they raise its ELBO.
 
     Without amortization, ``inference="svi"`` (stochastic VI) gives every row
     its own free logits :math:`\lambda = \operatorname{logit} q`, optimized
@@ -733,7 +733,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         return [0, 1], others
 
     def _sync_constrained(self):
-        """Recompute theta, the leak, their slopes and column sums from the raw parameters.
+        """Recompute theta, the leak, their slopes and column sums from the raw
+        parameters.
 
         O(n_features K); needed after the raw parameters are set directly
         (initialization, restoring the best epoch, tests).
@@ -793,7 +794,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         if self.inference == "acp":
             head = (self.encoder_coefs_[-1][features],
                     self.encoder_intercepts_[-1][features])
-        return indptr, features, local, self._theta[features], self._leak[features], head
+        return (indptr, features, local, self._theta[features], self._leak[features],
+                head)
 
     def _batch_gradients(self, X, uniforms, temperature, logit_q=None):
         """Relaxed ELBO gradients of one minibatch (sum over its rows), row-sparse.
@@ -1206,19 +1208,20 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         if self._jj_weights is None:
             self._jj_weights = _jaakkola_jordan.jj_init_r(indptr, indices, self._theta)
         out = np.empty(X.shape[0])
-        _jaakkola_jordan.jj_e_step(indptr, indices, self._theta, self._leak, self._colsum,
-                      self._leak_sum[0], self._local_logits, self._logit_prior,
-                      self._jj_weights, self.n_local_steps, 0.0, out)
-        _jaakkola_jordan.jj_m_step(indptr, indices, self._local_logits, self._jj_weights,
-                      self._theta, self._leak, self._logit_prior)
+        _jaakkola_jordan.jj_e_step(indptr, indices, self._theta, self._leak,
+                      self._colsum, self._leak_sum[0], self._local_logits,
+                      self._logit_prior, self._jj_weights, self.n_local_steps, 0.0,
+                      out)
+        _jaakkola_jordan.jj_m_step(indptr, indices, self._local_logits,
+                      self._jj_weights, self._theta, self._leak, self._logit_prior)
         # keep the raw (softplus) parameters in step; theta may be exactly 0
         with np.errstate(divide="ignore"):
             self._theta_raw[...] = _softplus_inverse(self._theta)
             self._leak_raw[...] = _softplus_inverse(self._leak)
         self._sync_constrained()
-        _jaakkola_jordan.jj_bound(indptr, indices, self._theta, self._leak, self._colsum,
-                     self._leak_sum[0], self._local_logits, self._logit_prior,
-                     self._jj_weights, out)
+        _jaakkola_jordan.jj_bound(indptr, indices, self._theta, self._leak,
+                     self._colsum, self._leak_sum[0], self._local_logits,
+                     self._logit_prior, self._jj_weights, out)
         self._epoch += 1
         return float(out.mean())
 
@@ -1692,7 +1695,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             not isinstance(n_samples, Integral) or isinstance(n_samples, bool)
             or n_samples < 1
         ):
-            raise ValueError(f"n_samples must be a positive integer; got {n_samples!r}.")
+            raise ValueError("n_samples must be a positive integer; "
+                             f"got {n_samples!r}.")
         X = self._check_X(X, reset=False)
         if method == "elbo":
             return self._elbo_rows(X, n_samples)

@@ -1,8 +1,9 @@
 """Numba kernels of the noisy-OR model: ELBO, its gradients and the ACP encoder head.
 
-Notation (the User Guide, doc/modules/noisy_or.rst, and [Yan] supplement): D features, K causes, a batch
-of B binary rows in CSR form (``indptr``, ``indices``: the active set A_n of row
-n). ``theta`` has shape (D, K) (the transpose of ``components_``, so that the
+Notation (the User Guide, doc/modules/noisy_or.rst, and [Yan] supplement): D
+features, K causes, a batch of B binary rows in CSR form (``indptr``,
+``indices``: the active set A_n of row n). ``theta`` has shape (D, K) (the
+transpose of ``components_``, so that the
 weights of one active feature are contiguous), ``leak`` is theta_0 (D,),
 ``logit_prior`` is logit mu (K,) and ``logit_q`` holds logit q(z_k = 1 | x_n)
 (B, K).
@@ -117,7 +118,8 @@ def _negative_and_kl(indptr, indices, theta, leak, leak_sum, colsum, logit_q,
 
 @njit
 def softplus_and_slope(raw, value, slope):
-    """``value = softplus(raw)`` and ``slope = sigmoid(raw)`` (its derivative), one pass.
+    """``value = softplus(raw)`` and ``slope = sigmoid(raw)`` (its derivative), one
+    pass.
 
     Equivalent to ``np.logaddexp(0, raw)`` and ``scipy.special.expit(raw)``,
     to within a few units in the last place: the vectorized

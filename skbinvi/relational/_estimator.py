@@ -856,7 +856,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         if self._partial or (store is not None and store.source is X):
             return store
         self._store = _PairStore.build(
-            X, y, self.n_entities_, self.n_relations_, self.unlisted_pairs == "nonlinks",
+            X, y, self.n_entities_, self.n_relations_,
+            self.unlisted_pairs == "nonlinks",
             keep_last=False,
         )
         return self._store

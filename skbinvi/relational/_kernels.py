@@ -577,7 +577,8 @@ def _sender_moments(skey, rcv, q, weight, n_keys, c_out, m_out):
 
 @njit
 def _diagonal_moments(snd, rcv, rel, q, weight, out):
-    """Per relation: A[r] = sum_p w_p E[f f^T] for f = (1, z_i1 z_j1, ..., z_iD z_jD)."""
+    """Per relation: A[r] = sum_p w_p E[f f^T] for f = (1, z_i1 z_j1, ...,
+    z_iD z_jD)."""
     D = q.shape[1]
     out[:] = 0.0
     for p in range(snd.shape[0]):
@@ -986,7 +987,9 @@ def sample_nonlinks(
     Returns ``other`` and ``rel`` (len(centers) m,) int64. Checked in
     ``test_sample_nonlinks_are_uniform_non_links``.
     """
-    np.random.seed(seed)
+    # NPY002 is silenced on the np.random calls: numba's nopython mode supports
+    # only the legacy np.random functions (no np.random.Generator in @njit code)
+    np.random.seed(seed)  # noqa: NPY002
     B = centers.shape[0]
     other = np.empty(B * m, dtype=np.int64)
     rel = np.empty(B * m, dtype=np.int64)
@@ -995,10 +998,10 @@ def sample_nonlinks(
         i = centers[b]
         kept = 0
         while kept < m:
-            j = np.random.randint(0, N - 1)
+            j = np.random.randint(0, N - 1)  # noqa: NPY002 (numba: legacy API)
             if j >= i:
                 j += 1  # uniform over the entities other than i
-            r = np.random.randint(0, R)
+            r = np.random.randint(0, R)  # noqa: NPY002 (numba: legacy API)
             if n_nonlinks[b] <= 0:
                 other[b * m + kept] = j
                 rel[b * m + kept] = r
