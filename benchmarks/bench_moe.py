@@ -299,7 +299,7 @@ def section_adult_start(quick):
                          gate_angle=float(model.gate_angle_mean_[0]),
                          max_gate=float(model.transform(X).max(axis=1).mean()),
                          elbo_total=float(model.elbo_ * X.shape[0]),
-                         n_active=int(model.n_active_experts_[0]),
+                         n_active=int(model.n_active_components_[0]),
                          responsibility_entropy=float(model.responsibility_entropy_[0]),
                          accuracy=float(model.score(Xt, yt)), seconds=sec,
                          n_iter=int(model.n_iter_))
@@ -392,7 +392,7 @@ def section_many_features(quick):
             model, sec = timed_fit(DiversityMixtureOfExperts(10, random_state=1,
                                                              **METHODS[name]), A, ytr)
             entry[name] = dict(accuracy=model.score(B, yte), seconds=sec,
-                               in_use=int(model.n_active_experts_[0]),
+                               in_use=int(model.n_active_components_[0]),
                                price_nats=_price_in_use(model), elbo=model.elbo_)
             rows.append([view, A.shape[1], name, f"{entry[name]['accuracy']:.4f}",
                          entry[name]["in_use"], f"{sec:.1f}",
@@ -414,7 +414,7 @@ def section_many_features(quick):
             model, sec = timed_fit(DiversityMixtureOfExperts(10, random_state=1),
                                    sp.vstack([A] * reps).tocsr(), np.tile(ytr, reps))
             entry["vi, rows x5"] = dict(accuracy=model.score(B, yte), seconds=sec,
-                                        in_use=int(model.n_active_experts_[0]),
+                                        in_use=int(model.n_active_components_[0]),
                                         price_nats=_price_in_use(model))
             rows.append([view, A.shape[1], "vi, rows x5",
                          f"{entry['vi, rows x5']['accuracy']:.4f}",
@@ -472,7 +472,7 @@ def section_k30(quick):
             continue
         hours = PAPER_HOURS.get(name)
         out[name].update(n_iter=int(model.n_iter_),
-                         n_active=int(model.n_active_experts_[0]),
+                         n_active=int(model.n_active_components_[0]),
                          expert_angle=float(model.expert_angle_mean_[0]),
                          elbo=float(model.elbo_))
         rows.append([name, f"{sec:.1f}{spread}", model.n_iter_, f"{acc:.4f}",

@@ -109,7 +109,7 @@ def fit_one(params, K, seed):
     return dict(accuracy=model.score(X_test, y_test), seconds=model.fit_time_,
                 expert_angle=float(model.expert_angle_mean_[0]),
                 gate_angle=float(model.gate_angle_mean_[0]),
-                n_active=int(model.n_active_experts_[0]),
+                n_active=int(model.n_active_components_[0]),
                 max_gate=float(model.transform(X_test).max(axis=1).mean()),
                 elbo=float(model.elbo_), n_iter=int(model.n_iter_))
 

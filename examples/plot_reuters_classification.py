@@ -416,9 +416,7 @@ for n_components in BODY_K:
             pipe.fit(body_train.data, body_train.target)
             fit_time = time.perf_counter() - tic
             em = accuracy_score(body_test.target, pipe.predict(body_test.data))
-            in_use = (
-                int((transformer.prior_ > 0.01).sum()) if name != "LDA" else None
-            )
+            in_use = transformer.n_active_components_ if name != "LDA" else None
             body_results.append(
                 dict(K=n_components, name=name, seed=seed, em=em, fit_time=fit_time,
                      in_use=in_use)

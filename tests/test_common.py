@@ -175,6 +175,39 @@ def test_equally_seeded_random_state_instances_give_the_same_fit(estimator):
     assert fits[0].elbo_ == fits[1].elbo_
 
 
+@_EACH_SMALL_ESTIMATOR
+def test_n_active_components_counts_the_latent_variables_in_use(estimator):
+    """One attribute, n_active_components_, in every estimator: the latent
+    variables in use by the estimator's own criterion, recomputed here from
+    the fitted attributes, after fit and again after a warm fit that moved
+    the model."""
+    import warnings
+
+    from sklearn.base import clone
+
+    X, y = _tiny_fit_data(estimator)
+    model = clone(estimator).set_params(max_iter=3, tol=None, random_state=0,
+                                        warm_start=True)
+    K = model.n_components
+    for _ in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnusedLatentWarning)
+            model.fit(X) if y is None else model.fit(X, y)
+        if isinstance(model, NoisyORFactorizer):
+            expected = int(np.sum(model.prior_ > 0.01))
+        elif isinstance(model, LatentFeatureRelational):
+            has_pairs = np.bincount(X[:, :2].ravel(),
+                                    minlength=model.n_entities_) > 0
+            q = model.latent_features_[has_pairs]
+            expected = int(np.sum(q.max(axis=0) - q.min(axis=0) >= 0.5))
+        else:
+            expected = np.maximum(1, np.sum(model.expert_usage_ >= 0.01, axis=1))
+            assert model.n_active_components_.dtype.kind == "i"
+        assert_array_equal(model.n_active_components_, expected)
+        assert np.all((0 <= model.n_active_components_)
+                      & (model.n_active_components_ <= K))
+
+
 _STRUCTURE_CASES = [
     (NoisyORFactorizer(n_components=3, hidden_layer_sizes=(8,), n_elbo_samples=20,
                        max_iter=2), {"n_components": 5}),

@@ -100,7 +100,7 @@ def test_every_method_learns_the_two_experts(fitted, method):
     # one logistic regression ~0.5
     assert model.score(Xt, yt) > 0.8
     assert model.score(Xt, yt) > lr + 0.25
-    assert model.n_active_experts_[0] == 2
+    assert model.n_active_components_[0] == 2
     assert model.responsibility_entropy_[0] < 0.6
 
 
@@ -114,7 +114,7 @@ def test_fitted_attributes(fitted, method):
     assert m.expert_intercept_.shape == (1, K) and m.gate_intercept_.shape == (1, K)
     assert m.expert_angle_mean_.shape == (1,) and m.gate_angle_var_.shape == (1,)
     assert 0 <= m.expert_angle_mean_[0] <= np.pi / 2 and m.expert_angle_var_[0] >= 0
-    assert m.expert_usage_.shape == (1, K) and m.n_active_experts_.dtype.kind == "i"
+    assert m.expert_usage_.shape == (1, K) and m.n_active_components_.dtype.kind == "i"
     assert m.fit_time_ > 0 and m.n_iter_ >= 1
     G = m.transform(X[:50])
     assert G.shape == (50, K)
@@ -280,7 +280,7 @@ def test_two_regimes_every_method_with_defaults(train_seed):
         assert acc > lr + 0.3
         # the gates live: two regimes, two experts in clear use
         assert m.responsibility_entropy_[0] < 0.3
-        assert m.n_active_experts_[0] >= 2
+        assert m.n_active_components_[0] >= 2
         if (inference, prior) == ("vi", "mabn"):
             _check_experts_match_true_gate_ceiling(m, X, y, Xt, yt)
 
@@ -386,7 +386,7 @@ def test_old_start_gates_die_mechanism():
                             lams=lams)[1][0]
     assert np.abs(phi - 1.0 / K).mean() < 0.01 and np.abs(phi - 1.0 / K).max() < 0.1
     assert m.responsibility_entropy_[0] > 0.99
-    assert m.n_active_experts_[0] == 1
+    assert m.n_active_components_[0] == 1
     assert m.expert_angle_mean_[0] < 0.1  # the experts merged
 
 
@@ -500,7 +500,7 @@ def test_multiclass_one_vs_rest():
         m = DiversityMixtureOfExperts(2, max_iter=10, random_state=0).fit(X, y)
     assert m.score(X, y) > 0.85
     assert m.expert_coef_.shape == (3, 2, 2) and m.gate_intercept_.shape == (3, 2)
-    assert m.expert_angle_mean_.shape == (3,) and m.n_active_experts_.shape == (3,)
+    assert m.expert_angle_mean_.shape == (3,) and m.n_active_components_.shape == (3,)
     assert m.transform(X).shape == (240, 6)
     # one history for the whole fit: the ELBOs of the three problems summed
     assert m.elbo_history_.shape == (m.n_iter_,)
@@ -739,13 +739,13 @@ def test_mcmc_learns_prior_hyperparameters_by_em():
 
 def test_unused_experts_are_reported():
     """Two regimes need two experts: with K = 4 the other two end unused, and the
-    estimator says so (n_active_experts_, expert_usage_, UnusedLatentWarning)."""
+    estimator says so (n_active_components_, expert_usage_, UnusedLatentWarning)."""
     X, y = _two_expert_data(300, seed=16)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         with pytest.warns(UnusedLatentWarning, match="of 4 experts are in use") as rec:
             m = DiversityMixtureOfExperts(4, random_state=0).fit(X, y)
-    assert m.n_active_experts_[0] == 2
+    assert m.n_active_components_[0] == 2
     used = np.sort(m.expert_usage_[0])[::-1]
     assert used[1] > 0.2 and used[2] < 0.01
     # the warning states what an expert in use pays for its concentration:

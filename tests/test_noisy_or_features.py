@@ -375,6 +375,7 @@ def test_unused_causes_warning_names_the_remedy(inference):
     with pytest.warns(UnusedLatentWarning) as record:
         model._after_fit(X, None)
     message = str(record[0].message)
+    assert model.n_active_components_ == 1
     assert re.search("only 1 of 4 causes.*0.02 causes each.*at most 2 above "
                      "0.01: lower n_components", message), message
     assert ("inference='acp'" in message) == (inference != "acp"), message

@@ -456,8 +456,9 @@ def test_unused_features_warn_with_the_package_warning():
 
     X, y, _ = make_relational(30, 1, random_state=0)
     with pytest.warns(UnusedLatentWarning, match="only 0 of 8 features are in use"):
-        LatentFeatureRelational(8, feature_prior=0.05, max_iter=30,
-                                random_state=0).fit(X, y)
+        model = LatentFeatureRelational(8, feature_prior=0.05, max_iter=30,
+                                        random_state=0).fit(X, y)
+    assert model.n_active_components_ == 0
 
 
 def _weak_sbm(seed):

@@ -299,13 +299,13 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         responsible one with responsibility p(z = k | x, y) >= (K + 1) / (2 K),
         half way from 1/K to 1 (the responsibilities at the posterior mean
         vectors).
-    n_active_experts_ : ndarray of int of shape (n_problems,)
+    n_active_components_ : ndarray of int of shape (n_problems,)
         Number of experts whose usage is at least 1% of the rows (at least 1).
     responsibility_entropy_ : ndarray of shape (n_problems,)
         Mean row entropy of the responsibilities divided by log K, in [0, 1]:
         1 means every row is shared equally, the gates are dead and the
         experts act as one (an :class:`~skbinvi._base.UnusedLatentWarning`
-        is issued above 0.99, and also when ``n_active_experts_`` < K).
+        is issued above 0.99, and also when ``n_active_components_`` < K).
         NaN for K = 1.
     elbo_ : float
         "vi": the ELBO lower bound of the training rows at the end, nats per
@@ -539,7 +539,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         UnusedLatentWarning
             If the gates die: the mean row entropy of the responsibilities is
             above 0.99 log K (``responsibility_entropy_``); otherwise, if some
-            experts are not in use (``n_active_experts_`` < K).
+            experts are not in use (``n_active_components_`` < K).
         """
         if self.inference == "pr" and self.prior == "gaussian":
             raise ValueError(
@@ -970,7 +970,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
                     else None for st in self._states]
 
     def _expert_use(self, X, y, mean_e, mean_g):
-        """expert_usage_, n_active_experts_, responsibility_entropy_; warnings."""
+        """expert_usage_, n_active_components_, responsibility_entropy_; warnings."""
         K = self.n_components
         usage, entropy = [], []
         for yc, e, g in zip(self._targets(y), mean_e, mean_g, strict=True):
@@ -981,7 +981,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
             entropy.append(float(np.mean(special.entr(R).sum(axis=1)) / np.log(K))
                            if K > 1 else np.nan)
         self.expert_usage_ = np.array(usage)
-        self.n_active_experts_ = np.maximum(
+        self.n_active_components_ = np.maximum(
             1, np.sum(self.expert_usage_ >= _USE_SHARE, axis=1)).astype(int)
         self.responsibility_entropy_ = np.array(entropy)
         dead = self.responsibility_entropy_ > _DEAD_GATE_ENTROPY
@@ -992,9 +992,9 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
                 f"{np.nanmax(self.responsibility_entropy_):.3f} log K > "
                 f"{_DEAD_GATE_ENTROPY} log K, and every expert solves the same problem",
                 self._dead_gate_remedy(X.shape[1]))
-        elif K > 1 and np.any(self.n_active_experts_ < K):
+        elif K > 1 and np.any(self.n_active_components_ < K):
             self._warn_unused(
-                int(self.n_active_experts_.min()), K, "experts",
+                int(self.n_active_components_.min()), K, "experts",
                 "an expert is in use when it is the most responsible one, with "
                 "responsibility >= (K + 1) / (2 K), for >= 1% of the training rows; "
                 "expert_usage_ has the shares",

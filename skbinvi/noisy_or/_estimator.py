@@ -442,6 +442,11 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         Leak weights theta_i0 >= 0.
     prior_ : ndarray of shape (n_components,)
         Prior probabilities mu_k of the causes.
+    n_active_components_ : int
+        Number of causes in use: with a prior above 0.01, the count that
+        :class:`~skbinvi.UnusedLatentWarning` reports when fewer than half
+        are in use (User Guide, "Unused causes"). Updated by
+        :meth:`partial_fit` too.
     elbo_ : float
         True ELBO of the training rows at the end of :meth:`fit`, nats per
         row: equal to ``score`` (and :meth:`elbo`) of the rows trained on
@@ -1520,6 +1525,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         n_samples). Not the latter in ``partial_fit``: a chunk's rows are not
         the training set, whose size a stream does not know."""
         n_used = int(np.sum(self.prior_ > _DEAD_PRIOR))
+        self.n_active_components_ = n_used
         online = getattr(self, "_online", False)
         floor = max(_EMPTY_PRIOR, 1.0 / n_samples)
         n_empty = 0 if online else int(np.sum(self.prior_ < floor))

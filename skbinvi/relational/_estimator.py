@@ -295,6 +295,11 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     ----------
     latent_features_ : ndarray of shape (``n_entities_``, n_components)
         Posterior probabilities q(z_id = 1), float64.
+    n_active_components_ : int
+        Number of features in use: whose probability differs by at least
+        1/2 between two entities that have pairs, the count that
+        :class:`~skbinvi.UnusedLatentWarning` reports when fewer than half
+        are in use. Updated by :meth:`partial_fit` too.
     weights_ : ndarray of shape (``n_relations_``, D, D) or (``n_relations_``, D)
         W_r for ``weights="full"``; the diagonals w_r for "diagonal".
     intercept_ : ndarray of shape (``n_relations_``,)
@@ -1393,6 +1398,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         q = self.latent_features_[pairs_degree]
         used = (q.max(axis=0) - q.min(axis=0)) >= _FEATURE_SPREAD
         n_used = int(used.sum())
+        self.n_active_components_ = n_used
         if n_used < self.n_components / 2:
             if n_used == 0:
                 remedies = ["n_init > 1", "another init"]
