@@ -1518,7 +1518,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         self._warn_unused_causes(X.shape[0])
 
     def _warn_unused_causes(self, n_samples):
-        """Warn when more than half the causes end below a prior of 0.01, or
+        """Set ``n_active_components_`` (causes above a prior of 0.01), and
+        warn when more than half the causes end below a prior of 0.01, or
         when any cause is empty: on in fewer than one of a thousand training
         rows in expectation (prior below 0.001), or on fewer than 1,000 rows
         in less than one of the ``n_samples`` rows (prior below 1 /
