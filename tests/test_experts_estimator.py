@@ -657,6 +657,36 @@ def test_sparse_two_million_columns_no_dense_square():
         DiversityMixtureOfExperts(2, prior="gaussian", max_iter=2).fit(X, y)
 
 
+def test_mcmc_start_on_wide_data_forms_no_dense_square():
+    """With K p^2 > 2e7 the Metropolis-Hastings start is a draw from the MABN
+    prior, one vMF draw per vector: no p x p matrix may be formed (SciPy's
+    vMF sampler, used before, built and factorized one per vector: 177 s and
+    1 GB for this fit at p = 5,000, now under a second)."""
+    import tracemalloc
+
+    p = 3000
+    rng = np.random.RandomState(0)
+    rows, cols = rng.randint(0, 120, 600), rng.randint(0, p, 600)
+    X = sp.csr_matrix((np.ones(600), (rows, cols)), shape=(120, p))
+    X.sum_duplicates()
+    X.data[:] = 1.0
+    y = np.arange(120) % 2
+    model = DiversityMixtureOfExperts(5, inference="mcmc", burn_in=5, n_mcmc_samples=5,
+                                      max_iter=2, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("ignore", UnusedLatentWarning)
+        model.fit(X[:, :20], y)  # loads the compiled kernels outside the trace
+        tracemalloc.start()
+        try:
+            model.fit(X, y)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert np.all(np.isfinite(model.predict_proba(X[:5])))
+    assert peak < 8 * p * p / 4  # a quarter of one p x p float64 matrix
+
+
 def test_bad_parameters_and_predict_checks():
     X, y = _two_expert_data(50)
     with pytest.raises(ValueError, match="prior='gaussian'"):

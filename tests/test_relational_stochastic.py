@@ -190,6 +190,32 @@ def test_links_only_equals_listing_every_pair():
     assert b.predict_proba(X).shape == (len(X), 2)
 
 
+def test_a_relation_without_links_is_trained_on_its_non_links():
+    """With "nonlinks" the network is complete, so a relation below the
+    largest listed one but without a link is observed (all its pairs are
+    non-links): the fit equals the one that lists every pair, and it predicts
+    that relation (low link probabilities) instead of refusing it as not
+    seen in fit."""
+    N, R = 12, 3
+    rng = np.random.RandomState(0)
+    X, x = _complete(N, R, np.zeros((0, 3), dtype=np.int64))
+    x = ((rng.random_sample(x.size) < 0.3) & (X[:, 2] != 1)).astype(np.float64)
+    kw = dict(unlisted_pairs="nonlinks", n_entities=N, max_iter=4, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("ignore", UnusedLatentWarning)
+        every = LatentFeatureRelational(2, **kw).fit(X, x)
+        links = LatentFeatureRelational(2, **kw).fit(X[x > 0.5], np.ones(int(x.sum())))
+    assert links.n_relations_ == every.n_relations_ == R
+    assert_array_equal(links.intercept_, every.intercept_)
+    assert_array_equal(links.weights_, every.weights_)
+    pairs = X[X[:, 2] == 1]
+    p_link = links.predict_proba(pairs)[:, 1]
+    assert_array_equal(p_link, every.predict_proba(pairs)[:, 1])
+    assert p_link.max() < 0.05
+    assert links.transform(pairs).shape == (len(pairs), 4)
+
+
 @pytest.mark.slow
 def test_batch_size_steps_reach_the_full_sweeps_quality():
     """Minibatches of entities (exact per-entity terms over the listed pairs)

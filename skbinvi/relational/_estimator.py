@@ -568,7 +568,13 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         return np.ones(self.n_relations_, bool) if seen is None else seen
 
     def _record_relations(self, rel, R, reset):
-        """Remember which relation ids occur in the training rows."""
+        """Remember which relation ids were trained on: those of the training
+        rows, or with ``unlisted_pairs="nonlinks"`` all ``R`` of them (the
+        network is complete, so a relation without a listed link is trained
+        on its non-links)."""
+        if self.unlisted_pairs == "nonlinks":
+            self._seen_relations = np.ones(R, dtype=bool)
+            return
         seen = np.bincount(rel, minlength=R) > 0
         if not reset:
             seen[: self._trained_relations().size] |= self._trained_relations()
@@ -1466,7 +1472,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         ----------
         X : array-like of shape (n_pairs, 2) or (n_pairs, 3)
             Pairs (or triples) of ids, as in :meth:`fit`; the relation does
-            not change the features.
+            not change the features, but it must be one trained on, as in
+            :meth:`predict_proba`.
 
         Returns
         -------
@@ -1476,7 +1483,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         Raises
         ------
         ValueError
-            As :meth:`fit` for X.
+            As :meth:`fit` for X, and for a relation id not trained on.
         """
         self._check_fitted()
         triples = self._check_pairs(X, reset=False)
