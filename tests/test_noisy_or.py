@@ -408,6 +408,24 @@ def test_score_samples_uses_the_number_of_samples_asked_for(small):
     assert_array_equal(model.score_samples(small, n_samples=30), default)
 
 
+@pytest.mark.parametrize("inference", ["svi", "jj"])
+def test_layer_sizes_do_not_fix_the_shapes_without_an_encoder(small, inference):
+    """hidden_layer_sizes is not used by "svi" and "jj" (no encoder): set
+    after fit it changes nothing, where transform, score and a warm fit
+    raised "these parameters fix the shapes" before."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = NoisyORFactorizer(3, inference=inference, max_iter=2,
+                                  random_state=0).fit(small)
+        logits, elbo = model.transform(small), model.score(small)
+        model.set_params(hidden_layer_sizes=(7,))
+        assert_array_equal(model.transform(small), logits)
+        assert model.score(small) == elbo
+        model.set_params(warm_start=True, max_iter=1).fit(small)
+    assert model.n_iter_ == 3
+    assert model.encoder_coefs_ == []
+
+
 def test_input_not_modified(small):
     X = sp.csr_matrix(small * 3.0)
     before = X.copy()
