@@ -426,6 +426,21 @@ def test_layer_sizes_do_not_fix_the_shapes_without_an_encoder(small, inference):
     assert model.encoder_coefs_ == []
 
 
+@pytest.mark.parametrize("inference", ["acp", "avi"])
+def test_a_warm_fit_continues_as_one_longer_fit(small, inference):
+    """2 epochs, then a warm fit of 2 more, are the 4 epochs of one fit: the
+    parameters, the optimizer state, the temperature schedule and the random
+    stream carry over."""
+    kw = dict(n_components=3, inference=inference, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one = NoisyORFactorizer(max_iter=4, **kw).fit(small)
+        two = NoisyORFactorizer(max_iter=2, warm_start=True, **kw).fit(small).fit(small)
+    assert_array_equal(two.elbo_history_, one.elbo_history_)
+    assert_array_equal(two.components_, one.components_)
+    assert_array_equal(two.transform(small), one.transform(small))
+
+
 def test_input_not_modified(small):
     X = sp.csr_matrix(small * 3.0)
     before = X.copy()

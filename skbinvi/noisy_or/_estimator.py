@@ -350,7 +350,12 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     warm_start : bool, default=False
         If True, :meth:`fit` continues from the fitted model (parameters,
         optimizer state, temperature schedule) instead of initializing;
-        ``n_init`` is then ignored.
+        ``n_init`` is then ignored. With "acp" and "avi", 2 epochs and a warm
+        fit of 2 more are the 4 epochs of one fit, to the last digit. "svi"
+        and "jj" keep the training rows' local variational parameters only
+        during a fit (kept in the model, they would make it grow with the
+        training set), so a warm fit starts them again from the prior and
+        its epochs differ slightly from those of one longer fit.
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the rows, monitor their true ELBO
         (``n_elbo_samples`` discrete samples) after every epoch, stop when it
