@@ -622,3 +622,32 @@ def test_per_vector_proposal_scales():
     with pytest.raises(ValueError, match="magnitude_scale"):
         M.run_metropolis_hastings(X, y, K, magnitude_scale=np.zeros((2, K)),
                                   n_samples=1)
+
+
+def test_sampler_prior_kernels_equal_the_public_priors():
+    """The numba set priors that the sampler evaluates after every proposal
+    equal log_mabn_type1_prior + log_gamma_prior and log_gaussian_prior."""
+    rng = np.random.RandomState(5)
+    for p, K, kappa in [(2, 1, 0.0), (2, 3, 1.2), (7, 5, 4.0), (40, 9, 30.0)]:
+        U = rng.normal(size=(K, p))
+        U /= np.linalg.norm(U, axis=1, keepdims=True)
+        mu0 = rng.normal(size=p)
+        mu0 /= np.linalg.norm(mu0)
+        g = rng.gamma(2.0, 1.0, size=K)
+        log_c = float(V.log_normalizer(p, kappa))
+        # the NumPy form of the means, written out
+        Mn = M.mabn_type1_means(U, mu0)
+        ref = K * log_c + kappa * np.sum(Mn * U)
+        assert_allclose(M._log_mabn_kernel(U, kappa, mu0, log_c), ref,
+                        rtol=1e-13, atol=1e-13)
+        const = 0.7 * np.log(1.9) - special.gammaln(0.7)
+        assert_allclose(K * const + M._log_gamma_terms(g, 0.7, 1.9),
+                        M.log_gamma_prior(g, 0.7, 1.9), rtol=1e-13)
+        A = U * g[:, None]
+        assert_allclose(M._log_gaussian_kernel(A, 0.8),
+                        M.log_gaussian_prior(A, 0.8), rtol=1e-13)
+    # s_i = 0 exactly: the kernel takes mu0, as mabn_type1_means does
+    U = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0]])
+    mu0 = np.array([0.0, 1.0])
+    ref = 3 * V.log_normalizer(2, 1.5) + 1.5 * np.sum(M.mabn_type1_means(U, mu0) * U)
+    assert M._log_mabn_kernel(U, 1.5, mu0, float(V.log_normalizer(2, 1.5))) == ref

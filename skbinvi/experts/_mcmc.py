@@ -352,8 +352,62 @@ def log_mabn_type1_prior(U, kappa, mu0=None):
 
 
 def _log_mabn_unchecked(U, kappa, mu0, log_c):
-    M = mabn_type1_means(U, mu0)
-    return U.shape[0] * log_c + kappa * float(np.einsum("kp,kp->", M, U))
+    return _log_mabn_kernel(np.ascontiguousarray(U, dtype=np.float64), float(kappa),
+                            np.ascontiguousarray(mu0, dtype=np.float64), float(log_c))
+
+
+@njit
+def _log_mabn_kernel(U, kappa, mu0, log_c):
+    """K log C_p(kappa) + kappa sum_i m_i^T u_i with the means of
+    :func:`mabn_type1_means` (m_1 = mu0, m_i = -s_i / ||s_i||, mu0 where
+    s_i = 0), in one O(K p) pass with no temporaries but s.
+
+    The Metropolis-Hastings sampler evaluates the prior of a set after every
+    proposal; in NumPy that cost about 110 us of fixed overhead per call,
+    which was half of a fit's time on 2,000 rows. Equal to the NumPy form
+    up to rounding (tests/test_experts_mcmc.py).
+    """
+    K, p = U.shape
+    s = np.zeros(p)
+    dot = 0.0
+    for j in range(p):
+        dot += mu0[j] * U[0, j]
+    for i in range(1, K):
+        nrm2 = 0.0
+        for j in range(p):
+            s[j] += U[i - 1, j]
+            nrm2 += s[j] * s[j]
+        acc = 0.0
+        if nrm2 == 0.0:
+            for j in range(p):
+                acc += mu0[j] * U[i, j]
+        else:
+            for j in range(p):
+                acc -= s[j] * U[i, j]
+            acc /= math.sqrt(nrm2)
+        dot += acc
+    return K * log_c + kappa * dot
+
+
+@njit
+def _log_gamma_terms(g, alpha1, alpha2):
+    """sum_k (alpha1 - 1) log g_k - alpha2 g_k (g > 0), the g-dependent part
+    of :func:`log_gamma_prior`."""
+    tot = 0.0
+    for k in range(g.shape[0]):
+        tot += (alpha1 - 1.0) * math.log(g[k]) - alpha2 * g[k]
+    return tot
+
+
+@njit
+def _log_gaussian_kernel(A, sigma):
+    """:func:`log_gaussian_prior` without the checks (A C-ordered (K, p))."""
+    K, p = A.shape
+    ss = 0.0
+    for k in range(K):
+        for j in range(p):
+            ss += A[k, j] * A[k, j]
+    return -0.5 * ss / sigma ** 2 - 0.5 * (K * p) * (_LOG_2PI + 2.0 * math.log(sigma))
 
 
 def log_gamma_prior(g, alpha1, alpha2):
@@ -1060,10 +1114,8 @@ def run_metropolis_hastings(X, y, n_components, *, prior="mabn", kappa=1.0,
         gamma_const = alpha1 * np.log(alpha2) - special.gammaln(alpha1)
 
         def log_prior_set(s):
-            g = G[s]
-            return (_log_mabn_unchecked(U[s], kappa, mu0, log_c)
-                    + K * gamma_const
-                    + float(np.sum((alpha1 - 1.0) * np.log(g) - alpha2 * g)))
+            return (_log_mabn_kernel(U[s], kappa, mu0, log_c) + K * gamma_const
+                    + _log_gamma_terms(G[s], alpha1, alpha2))
 
         if np.all(kappa_hat == kappa_hat[0, 0]):  # one shared proposer
             shared = _DirectionProposer(p, float(kappa_hat[0, 0]), rng,
@@ -1079,7 +1131,7 @@ def run_metropolis_hastings(X, y, n_components, *, prior="mabn", kappa=1.0,
         proj = [_projections(X, a) for a in A]
 
         def log_prior_set(s):
-            return log_gaussian_prior(A[s], sigma)
+            return _log_gaussian_kernel(A[s], sigma)
 
         counts = {f"{who}_gaussian": [0, 0] for who in ("expert", "gate")}
     n_moves = 2 if prior == "mabn" else 1
