@@ -369,11 +369,13 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
     >>> from skbinvi import DiversityMixtureOfExperts
     >>> from sklearn.datasets import make_classification
     >>> X, y = make_classification(200, 5, random_state=0)
-    >>> model = DiversityMixtureOfExperts(3, random_state=0).fit(X, y)
+    >>> model = DiversityMixtureOfExperts(2, random_state=0).fit(X, y)
     >>> model.predict_proba(X[:2]).shape
     (2, 2)
     >>> model.transform(X[:2]).shape
-    (2, 3)
+    (2, 2)
+    >>> int(model.n_active_components_[0])
+    2
     """
 
     _structural_params = ("n_components", "prior", "inference", "fit_intercept")

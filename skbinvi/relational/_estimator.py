@@ -372,8 +372,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     >>> from skbinvi import LatentFeatureRelational
     >>> from skbinvi.datasets import make_relational
     >>> X, y, truth = make_relational(60, 3, random_state=0)
-    >>> model = LatentFeatureRelational(n_components=3, max_iter=50,
-    ...                                 random_state=0).fit(X, y)
+    >>> model = LatentFeatureRelational(n_components=3, random_state=0).fit(X, y)
+    >>> model.converged_
+    True
     >>> model.predict_proba(X[:2]).shape
     (2, 2)
     >>> model.weights_.shape
