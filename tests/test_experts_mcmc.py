@@ -651,3 +651,34 @@ def test_sampler_prior_kernels_equal_the_public_priors():
     mu0 = np.array([0.0, 1.0])
     ref = 3 * V.log_normalizer(2, 1.5) + 1.5 * np.sum(M.mabn_type1_means(U, mu0) * U)
     assert M._log_mabn_kernel(U, 1.5, mu0, float(V.log_normalizer(2, 1.5))) == ref
+
+
+def _predictive_reference(X, Bs, Es):
+    """The posterior predictive written out sample by sample (the form the
+    blocked kernel replaced)."""
+    p1 = np.zeros(X.shape[0])
+    for b, e in zip(Bs, Es, strict=True):
+        B, E = np.asarray(X @ b.T), np.asarray(X @ e.T)
+        p1 += np.sum(special.softmax(E, axis=1) * special.expit(B), axis=1)
+    return p1 / len(Bs)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_predict_proba_samples_equals_the_sample_by_sample_average(sparse, monkeypatch):
+    rng = np.random.RandomState(4)
+    for n, p, K, S in [(1, 2, 1, 1), (9, 3, 2, 5), (200, 6, 7, 30)]:
+        X = rng.normal(size=(n, p))
+        if sparse:
+            X[rng.random_sample(X.shape) < 0.5] = 0.0
+            X = sp.csr_matrix(X)
+        # large gate projections: the softmax must not overflow
+        Bs, Es = rng.normal(size=(S, K, p)) * 3, rng.normal(size=(S, K, p)) * 300
+        ref = _predictive_reference(X, Bs, Es)
+        proba = M.predict_proba_samples(X, Bs, Es)
+        assert np.all(np.isfinite(proba))
+        assert_allclose(proba[:, 1], ref, rtol=1e-12, atol=1e-14)
+        assert_allclose(proba.sum(axis=1), 1.0)
+        # blocks of a few rows give the same numbers as one block
+        monkeypatch.setattr(M, "_PREDICT_BLOCK", 2 * S * K * 3)
+        assert_allclose(M.predict_proba_samples(X, Bs, Es), proba, rtol=0, atol=0)
+        monkeypatch.undo()

@@ -111,7 +111,7 @@ import scipy.sparse as sp
 from scipy import optimize, special
 from sklearn.utils import check_array, check_random_state
 
-from .._math import log_sigmoid
+from .._math import log_sigmoid, sigmoid
 from .._numba import njit
 from ._bounds import _check_y
 from ._vmf import _sample_vmf_wood, log_normalizer, sample_vmf
@@ -1504,6 +1504,30 @@ def run_monte_carlo_em(X, y, n_components, *, kappa=1.0, mu0=None, alpha1=1.0,
 # ---------------------------------------------------------------------------
 
 
+_PREDICT_BLOCK = 1 << 21  # projections per block of rows (16 MiB)
+
+
+@njit
+def _mixture_mean(P, S, K, out):
+    """out[i] = (1/S) sum_s sum_k softmax_k(e_s)_k sigmoid(b_sk), where row i
+    of P holds (b_s1..b_sK, e_s1..e_sK) for s = 1..S. O(S K) per row."""
+    for i in range(P.shape[0]):
+        acc = 0.0
+        for s in range(S):
+            base = 2 * K * s
+            m = P[i, base + K]
+            for k in range(1, K):
+                m = max(m, P[i, base + K + k])
+            den = 0.0
+            num = 0.0
+            for k in range(K):
+                w = math.exp(P[i, base + K + k] - m)
+                den += w
+                num += w * sigmoid(P[i, base + k])
+            acc += num / den
+        out[i] = acc / S
+
+
 def predict_proba_samples(X, beta_samples, eta_samples):
     """Posterior predictive class probabilities averaged over samples.
 
@@ -1521,7 +1545,8 @@ def predict_proba_samples(X, beta_samples, eta_samples):
     proba : ndarray of shape (n, 2)
         Columns p(y = 0 | x), p(y = 1 | x) with
         p(y = 1 | x) = (1/S) sum_s sum_k softmax_k(eta^(s)T x) sigmoid(beta_k^(s)T x)
-        (user guide, "The model"). O(S n K p), one sample at a time.
+        (user guide, "The model"). O(S n K p) in one product per block of
+        rows; memory O(S K) per row of a block of at most 16 MiB.
     """
     X = _check_X(X)
     n, p = X.shape
@@ -1532,13 +1557,17 @@ def predict_proba_samples(X, beta_samples, eta_samples):
     if Bs.ndim != 3 or Bs.shape != Es.shape or Bs.shape[2] != p or Bs.shape[0] < 1:
         raise ValueError(f"beta_samples and eta_samples must have the same shape "
                          f"(S, K, {p}); got {Bs.shape} and {Es.shape}.")
-    p1 = np.zeros(n)
-    for b, e in zip(Bs, Es, strict=True):
-        B = np.asarray(X @ b.T)
-        E = np.asarray(X @ e.T)
-        gate = special.softmax(E, axis=1)
-        p1 += np.sum(gate * special.expit(B), axis=1)
-    p1 /= Bs.shape[0]
+    S, K = Bs.shape[:2]
+    # every sample's expert and gate vectors side by side: one product per
+    # block of rows instead of two per sample (the per-sample loop paid a
+    # fixed NumPy cost 2 S times per call: 100,000 x 5 rows, S = 200,
+    # K = 3 took 7 to 11 s)
+    V = np.concatenate([Bs, Es], axis=1).reshape(S * 2 * K, p).T
+    rows = max(1, _PREDICT_BLOCK // (2 * S * K))
+    p1 = np.empty(n)
+    for start in range(0, n, rows):
+        P = np.asarray(X[start:start + rows] @ V, dtype=np.float64)
+        _mixture_mean(np.ascontiguousarray(P), S, K, p1[start:start + rows])
     return np.column_stack([1.0 - p1, p1])
 
 
