@@ -682,3 +682,23 @@ def test_predict_proba_samples_equals_the_sample_by_sample_average(sparse, monke
         monkeypatch.setattr(M, "_PREDICT_BLOCK", 2 * S * K * 3)
         assert_allclose(M.predict_proba_samples(X, Bs, Es), proba, rtol=0, atol=0)
         monkeypatch.undo()
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_gate_proba_samples_equals_the_sample_by_sample_average(sparse, monkeypatch):
+    rng = np.random.RandomState(6)
+    for n, p, K, S in [(1, 2, 1, 1), (9, 3, 2, 5), (200, 6, 7, 30)]:
+        X = rng.normal(size=(n, p))
+        if sparse:
+            X[rng.random_sample(X.shape) < 0.5] = 0.0
+            X = sp.csr_matrix(X)
+        Es = rng.normal(size=(S, K, p)) * 300  # the softmax must not overflow
+        ref = sum(special.softmax(np.asarray(X @ e.T), axis=1) for e in Es) / S
+        gates = M.gate_proba_samples(X, Es)
+        assert_allclose(gates, ref, rtol=1e-12, atol=1e-14)
+        assert_allclose(gates.sum(axis=1), 1.0)
+        monkeypatch.setattr(M, "_PREDICT_BLOCK", S * K * 3)
+        assert_allclose(M.gate_proba_samples(X, Es), gates, rtol=0, atol=0)
+        monkeypatch.undo()
+    with pytest.raises(ValueError, match="eta_samples"):
+        M.gate_proba_samples(np.ones((2, 3)), np.ones((4, 2, 2)))

@@ -28,6 +28,7 @@ from ._mcmc import (
     ADAPT_BLOCK,
     adapt_proposals,
     fit_mabn_hyperparameters,
+    gate_proba_samples,
     log_joint,
     predict_proba_samples,
     run_metropolis_hastings,
@@ -100,14 +101,6 @@ def _angle_summary(A):
         return np.nan, np.nan
     theta = mutual_angles(A)[np.triu_indices(K, k=1)]
     return float(theta.mean()), float(theta.var())
-
-
-def _gate_proba(X, gates):
-    """softmax(eta_k^T x) averaged over S gate sets (S, K, p) -> (n, K)."""
-    out = np.zeros((X.shape[0], gates.shape[1]))
-    for e in gates:
-        out += special.softmax(np.asarray(X @ e.T), axis=1)
-    return out / len(gates)
 
 
 def _responsibilities(X, y, experts, gates):
@@ -1158,7 +1151,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
             with ``set_output(transform="pandas")``.
         """
         Xd = self._check_X(X)
-        return np.hstack([_gate_proba(Xd, g) for g in self._gates])
+        return np.hstack([gate_proba_samples(Xd, g) for g in self._gates])
 
     @property
     def _n_features_out(self):

@@ -120,6 +120,7 @@ __all__ = [
     "MCMCResult",
     "fit_mabn_hyperparameters",
     "gamma_mle",
+    "gate_proba_samples",
     "log_gamma_prior",
     "log_gaussian_prior",
     "log_likelihood",
@@ -1526,6 +1527,60 @@ def _mixture_mean(P, S, K, out):
                 num += w * sigmoid(P[i, base + k])
             acc += num / den
         out[i] = acc / S
+
+
+@njit
+def _softmax_mean(P, S, K, out):
+    """out[i, k] = (1/S) sum_s softmax(e_s)_k, where row i of P holds
+    (e_s1..e_sK) for s = 1..S. O(S K) per row."""
+    for i in range(P.shape[0]):
+        for k in range(K):
+            out[i, k] = 0.0
+        for s in range(S):
+            base = K * s
+            m = P[i, base]
+            for k in range(1, K):
+                m = max(m, P[i, base + k])
+            den = 0.0
+            for k in range(K):
+                den += math.exp(P[i, base + k] - m)
+            for k in range(K):
+                out[i, k] += math.exp(P[i, base + k] - m) / den
+        for k in range(K):
+            out[i, k] /= S
+
+
+def gate_proba_samples(X, eta_samples):
+    """Gate probabilities softmax_k(eta_k^T x) averaged over samples.
+
+    Parameters
+    ----------
+    X : {array_like, sparse matrix} of shape (n, p)
+        Inputs, dense or CSR.
+    eta_samples : array_like of shape (S, K, p) or (K, p)
+        Gate vectors of S posterior samples (or one set).
+
+    Returns
+    -------
+    gates : ndarray of shape (n, K)
+        (1/S) sum_s softmax(eta^(s)T x); rows sum to one. O(S n K p) in one
+        product per block of rows of at most 16 MiB of projections.
+    """
+    X = _check_X(X)
+    n, p = X.shape
+    Es = np.asarray(eta_samples, dtype=np.float64)
+    if Es.ndim == 2:
+        Es = Es[None]
+    if Es.ndim != 3 or Es.shape[2] != p or Es.shape[0] < 1:
+        raise ValueError(f"eta_samples must have shape (S, K, {p}); got {Es.shape}.")
+    S, K = Es.shape[:2]
+    V = Es.reshape(S * K, p).T
+    rows = max(1, _PREDICT_BLOCK // (S * K))
+    out = np.empty((n, K))
+    for start in range(0, n, rows):
+        P = np.asarray(X[start:start + rows] @ V, dtype=np.float64)
+        _softmax_mean(np.ascontiguousarray(P), S, K, out[start:start + rows])
+    return out
 
 
 def predict_proba_samples(X, beta_samples, eta_samples):
