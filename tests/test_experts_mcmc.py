@@ -653,51 +653,39 @@ def test_sampler_prior_kernels_equal_the_public_priors():
     assert M._log_mabn_kernel(U, 1.5, mu0, float(V.log_normalizer(2, 1.5))) == ref
 
 
-def _predictive_reference(X, Bs, Es):
-    """The posterior predictive written out sample by sample (the form the
-    blocked kernel replaced)."""
-    p1 = np.zeros(X.shape[0])
-    for b, e in zip(Bs, Es, strict=True):
-        B, E = np.asarray(X @ b.T), np.asarray(X @ e.T)
-        p1 += np.sum(special.softmax(E, axis=1) * special.expit(B), axis=1)
-    return p1 / len(Bs)
-
-
-@pytest.mark.parametrize("sparse", [False, True])
-def test_predict_proba_samples_equals_the_sample_by_sample_average(sparse, monkeypatch):
-    rng = np.random.RandomState(4)
+def _sample_sets(sparse, seed):
+    """Inputs and sample sets (S, K, p) of several sizes, with gate
+    projections large enough to overflow a naive softmax."""
+    rng = np.random.RandomState(seed)
     for n, p, K, S in [(1, 2, 1, 1), (9, 3, 2, 5), (200, 6, 7, 30)]:
         X = rng.normal(size=(n, p))
         if sparse:
             X[rng.random_sample(X.shape) < 0.5] = 0.0
             X = sp.csr_matrix(X)
-        # large gate projections: the softmax must not overflow
-        Bs, Es = rng.normal(size=(S, K, p)) * 3, rng.normal(size=(S, K, p)) * 300
-        ref = _predictive_reference(X, Bs, Es)
+        yield X, rng.normal(size=(S, K, p)) * 3, rng.normal(size=(S, K, p)) * 300
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_predictive_averages_equal_the_sample_by_sample_ones(sparse, monkeypatch):
+    """predict_proba_samples and gate_proba_samples (one product per block of
+    rows, compiled averages) equal the averages written out sample by sample,
+    and blocks of 3 rows give the numbers of one block."""
+    for X, Bs, Es in _sample_sets(sparse, 4):
+        S, K = Bs.shape[:2]
+        p1, gates_ref = np.zeros(X.shape[0]), 0.0
+        for b, e in zip(Bs, Es, strict=True):
+            gate = special.softmax(np.asarray(X @ e.T), axis=1)
+            p1 += np.sum(gate * special.expit(np.asarray(X @ b.T)), axis=1)
+            gates_ref = gates_ref + gate
         proba = M.predict_proba_samples(X, Bs, Es)
-        assert np.all(np.isfinite(proba))
-        assert_allclose(proba[:, 1], ref, rtol=1e-12, atol=1e-14)
+        gates = M.gate_proba_samples(X, Es)
+        assert np.all(np.isfinite(proba)) and np.all(np.isfinite(gates))
+        assert_allclose(proba[:, 1], p1 / S, rtol=1e-12, atol=1e-14)
         assert_allclose(proba.sum(axis=1), 1.0)
-        # blocks of a few rows give the same numbers as one block
+        assert_allclose(gates, gates_ref / S, rtol=1e-12, atol=1e-14)
+        assert_allclose(gates.sum(axis=1), 1.0)
         monkeypatch.setattr(M, "_PREDICT_BLOCK", 2 * S * K * 3)
         assert_allclose(M.predict_proba_samples(X, Bs, Es), proba, rtol=0, atol=0)
-        monkeypatch.undo()
-
-
-@pytest.mark.parametrize("sparse", [False, True])
-def test_gate_proba_samples_equals_the_sample_by_sample_average(sparse, monkeypatch):
-    rng = np.random.RandomState(6)
-    for n, p, K, S in [(1, 2, 1, 1), (9, 3, 2, 5), (200, 6, 7, 30)]:
-        X = rng.normal(size=(n, p))
-        if sparse:
-            X[rng.random_sample(X.shape) < 0.5] = 0.0
-            X = sp.csr_matrix(X)
-        Es = rng.normal(size=(S, K, p)) * 300  # the softmax must not overflow
-        ref = sum(special.softmax(np.asarray(X @ e.T), axis=1) for e in Es) / S
-        gates = M.gate_proba_samples(X, Es)
-        assert_allclose(gates, ref, rtol=1e-12, atol=1e-14)
-        assert_allclose(gates.sum(axis=1), 1.0)
-        monkeypatch.setattr(M, "_PREDICT_BLOCK", S * K * 3)
         assert_allclose(M.gate_proba_samples(X, Es), gates, rtol=0, atol=0)
         monkeypatch.undo()
     with pytest.raises(ValueError, match="eta_samples"):
