@@ -1565,6 +1565,12 @@ def gate_proba_samples(X, eta_samples):
     gates : ndarray of shape (n, K)
         (1/S) sum_s softmax(eta^(s)T x); rows sum to one. O(S n K p) in one
         product per block of rows of at most 16 MiB of projections.
+
+    Raises
+    ------
+    ValueError
+        If X holds NaN or infinity, or eta_samples does not have shape
+        (S, K, p) or (K, p) with p the number of columns of X.
     """
     X = _check_X(X)
     n, p = X.shape
@@ -1602,6 +1608,12 @@ def predict_proba_samples(X, beta_samples, eta_samples):
         p(y = 1 | x) = (1/S) sum_s sum_k softmax_k(eta^(s)T x) sigmoid(beta_k^(s)T x)
         (user guide, "The model"). O(S n K p) in one product per block of
         rows; memory O(S K) per row of a block of at most 16 MiB.
+
+    Raises
+    ------
+    ValueError
+        If X holds NaN or infinity, or beta_samples and eta_samples do not
+        have one shape (S, K, p) or (K, p) with p the number of columns of X.
     """
     X = _check_X(X)
     n, p = X.shape
