@@ -657,26 +657,25 @@ def test_sparse_two_million_columns_no_dense_square():
         DiversityMixtureOfExperts(2, prior="gaussian", max_iter=2).fit(X, y)
 
 
-def test_mcmc_start_on_wide_data_forms_no_dense_square():
-    """With K p^2 > 2e7 the Metropolis-Hastings start is a draw from the MABN
-    prior, one vMF draw per vector: no p x p matrix may be formed (SciPy's
-    vMF sampler, used before, built and factorized one per vector: 177 s and
-    1 GB for this fit at p = 5,000, now under a second)."""
-    import tracemalloc
-
-    p = 3000
+def _wide_binary_rows(p):
+    """120 binary rows with about 5 of p features on each; y alternates."""
     rng = np.random.RandomState(0)
     rows, cols = rng.randint(0, 120, 600), rng.randint(0, p, 600)
     X = sp.csr_matrix((np.ones(600), (rows, cols)), shape=(120, p))
     X.sum_duplicates()
     X.data[:] = 1.0
-    y = np.arange(120) % 2
-    model = DiversityMixtureOfExperts(5, inference="mcmc", burn_in=5, n_mcmc_samples=5,
-                                      max_iter=2, random_state=0)
+    return X, np.arange(120) % 2
+
+
+def _traced_fit_peak(model, X, y):
+    """Peak traced memory (bytes) of model.fit(X, y), the compiled kernels
+    loaded before the trace; the fit must predict finite probabilities."""
+    import tracemalloc
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.simplefilter("ignore", UnusedLatentWarning)
-        model.fit(X[:, :20], y)  # loads the compiled kernels outside the trace
+        model.fit(X[:, :20], y)
         tracemalloc.start()
         try:
             model.fit(X, y)
@@ -684,7 +683,45 @@ def test_mcmc_start_on_wide_data_forms_no_dense_square():
         finally:
             tracemalloc.stop()
     assert np.all(np.isfinite(model.predict_proba(X[:5])))
+    return peak
+
+
+def test_mcmc_start_on_wide_data_forms_no_dense_square():
+    """With K p^2 > 2e7 the Metropolis-Hastings start is a draw from the MABN
+    prior, one vMF draw per vector: no p x p matrix may be formed (SciPy's
+    vMF sampler, used before, built and factorized one per vector: 177 s and
+    1 GB for this fit at p = 5,000, now under a second)."""
+    p = 3000
+    X, y = _wide_binary_rows(p)
+    model = DiversityMixtureOfExperts(5, inference="mcmc", burn_in=5, n_mcmc_samples=5,
+                                      max_iter=2, random_state=0)
+    peak = _traced_fit_peak(model, X, y)
     assert peak < 8 * p * p / 4  # a quarter of one p x p float64 matrix
+
+
+def test_bmemg_start_keeps_few_covariance_sets_on_one_thread():
+    """The BMEM-G start (of "vi", "pr" and prior="gaussian") holds 2 K p^2
+    floats of covariances per candidate. On one thread its candidates run one
+    after the other and only the best so far keeps them, each candidate
+    forms its own when it starts, and an iteration writes the precisions over
+    its Q statistics: measured 9.3-10.7 units of 8 K p^2 bytes at the peak
+    here (p = 400, K = 5; 9.2 at p = 800 and 1,500), 14.8 before (all four
+    candidates' covariances from the start, a new array for the
+    precisions; 13.3 at p = 800). The fits are the same to the last bit."""
+    import numba
+
+    p, K = 400, 5
+    X, y = _wide_binary_rows(p)
+    threads = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        for prior in ("mabn", "gaussian"):
+            model = DiversityMixtureOfExperts(K, prior=prior, max_iter=1,
+                                              random_state=0)
+            peak = _traced_fit_peak(model, X, y)
+            assert peak < 12.5 * 8 * K * p * p, (prior, peak / (8 * K * p * p))
+    finally:
+        numba.set_num_threads(threads)
 
 
 def test_bad_parameters_and_predict_checks():

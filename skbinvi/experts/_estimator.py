@@ -45,6 +45,7 @@ from ._variational import (
     objective_and_aux,
     params_from_vectors,
     prepared_csr,
+    prior_covariances,
     variational_iteration,
 )
 from ._vmf import vmf_entropy
@@ -632,10 +633,14 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
             rows = np.sort(rng.choice(rows.size, _CANDIDATE_ROWS, replace=False))
         Xc, yc = X[rows], y[rows]
         sq = row_norms(Xc, squared=True)
-        candidates = [gaussian_init(K, p, self.prior_std, rng, _GAUSSIAN_INIT_SCALE)
+        # the covariances (2 K p^2 floats a candidate) are formed when a
+        # candidate starts, not all at once
+        candidates = [gaussian_init(K, p, self.prior_std, rng, _GAUSSIAN_INIT_SCALE,
+                                    covariances=False)
                       for _ in range(_N_CANDIDATES)]
 
         def run(state):
+            state.covs = prior_covariances(K, p, self.prior_std)
             for _ in range(_CANDIDATE_ITER):
                 gaussian_iteration(Xc, yc, sq, state, self.prior_std)
 
@@ -650,9 +655,15 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         if n_threads > 1:
             with ThreadPoolExecutor(n_threads) as pool:
                 list(pool.map(run, candidates))
-        else:
+        else:  # one at a time, keeping the covariances of the best so far only
+            leader = None
             for state in candidates:
                 run(state)
+                # the rule of np.argmax below: the first maximum wins
+                if leader is None or np.argmax([leader.value, state.value]) == 1:
+                    leader, state = state, leader
+                if state is not None:
+                    state.covs = None
         best = candidates[int(np.argmax([state.value for state in candidates]))]
         for _ in range(n_iter):
             gaussian_iteration(Xc, yc, sq, best, self.prior_std)

@@ -1406,11 +1406,19 @@ class GaussianState:
     weights: tuple = None
 
 
-def gaussian_init(K, p, sigma, rng, init_scale=1.0):
-    """Random means N(0, init_scale^2 / p), covariances at the prior sigma^2 I."""
+def prior_covariances(K, p, sigma):
+    """Two sets of K covariances at the prior, sigma^2 I: (K, p, p) each."""
+    return [np.broadcast_to(np.eye(p) * sigma**2, (K, p, p)).copy() for _ in range(2)]
+
+
+def gaussian_init(K, p, sigma, rng, init_scale=1.0, covariances=True):
+    """Random means N(0, init_scale^2 / p), covariances at the prior sigma^2 I.
+
+    ``covariances=False`` leaves ``covs`` None (2 K p^2 floats less), for a
+    state whose covariances :func:`prior_covariances` gives when it is used.
+    """
     means = [rng.normal(scale=init_scale / np.sqrt(p), size=(K, p)) for _ in range(2)]
-    covs = [np.broadcast_to(np.eye(p) * sigma**2, (K, p, p)).copy() for _ in range(2)]
-    return GaussianState(means, covs)
+    return GaussianState(means, prior_covariances(K, p, sigma) if covariances else None)
 
 
 def gaussian_objective_and_aux(X, y, state, sigma, c_init=None, qf=None):
@@ -1512,12 +1520,19 @@ def gaussian_iteration(X, y, sq, state, sigma):
     lik = _FixedAuxLikelihood(X, y, sq, state.aux, True, state.weights)
     old_means = [m.copy() for m in state.means]
     for j, (b, _, Q) in enumerate(lik.stats):
-        chol = _cholesky_jittered(eye[None] - 2.0 * Q)
+        # the precisions I / sigma^2 - 2 Q in place of Q, which is not needed
+        # again (the same numbers as eye - 2 Q: 2 Q is exact and a - b =
+        # (-b) + a), and the old covariances freed before the new ones are
+        # formed: 2 K p^2 floats less at the peak of the iteration
+        Q *= -2.0
+        Q += eye
+        chol = _cholesky_jittered(Q)
         if state.logdets is None:
             state.logdets = [None, None]
         # log det cov = -log det precision = -2 sum log diag(chol)
         state.logdets[j] = -2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)),
                                          axis=1)
+        state.covs[j] = None
         state.covs[j] = _inverse_from_cholesky(chol)
         state.means[j] = np.matmul(state.covs[j], b[:, :, None])[:, :, 0]
     # the quadratic forms depend on the covariances only: shared by both evaluations
