@@ -656,14 +656,13 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
             with ThreadPoolExecutor(n_threads) as pool:
                 list(pool.map(run, candidates))
         else:  # one at a time, keeping the covariances of the best so far only
-            leader = None
-            for state in candidates:
+            for i, state in enumerate(candidates):
                 run(state)
-                # the rule of np.argmax below: the first maximum wins
-                if leader is None or np.argmax([leader.value, state.value]) == 1:
-                    leader, state = state, leader
-                if state is not None:
-                    state.covs = None
+                done = candidates[:i + 1]
+                lead = int(np.argmax([c.value for c in done]))  # the rule below
+                for j, c in enumerate(done):
+                    if j != lead:
+                        c.covs = None
         best = candidates[int(np.argmax([state.value for state in candidates]))]
         for _ in range(n_iter):
             gaussian_iteration(Xc, yc, sq, best, self.prior_std)
