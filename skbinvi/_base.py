@@ -268,9 +268,15 @@ class BaseVariational(BaseEstimator):
             )
 
     def _check_warm_structure(self):
-        """Before a ``warm_start`` fit: the structural parameters unchanged."""
+        """Before a ``warm_start`` fit: the structural parameters unchanged.
+
+        They are recorded again after the check: a value that an estimator
+        accepts as the same structure (``"vi"`` then ``"pr"`` for the mixture
+        of experts) is the one the next error message must name.
+        """
         self._check_structure("warm_start=True continues the fitted model: set "
                               "warm_start=False to fit anew, or set them back.")
+        self._record_structure()
 
     def _check_fitted(self):
         """``check_is_fitted``, and the structural parameters unchanged since."""
@@ -283,6 +289,17 @@ class BaseVariational(BaseEstimator):
 
     def _report(self, message):
         print(f"[{type(self).__name__}] {message}", flush=True)
+
+    # What one row of X is, for the units of the verbose lines ("nats/sample").
+    _row_unit = "sample"
+
+    def _value_label(self):
+        """Name of the monitored value in the verbose lines (default "ELBO")."""
+        return "ELBO"
+
+    def _value_units(self, value):
+        """``"<label> <value> nats/<row>"``, the verbose lines' one format."""
+        return f"{self._value_label()} {value:.4f} nats/{self._row_unit}"
 
     def _split_validation(self, X, y, rng, warm=False):
         """Hold out ``validation_fraction`` of the rows (stratified for classifiers).
@@ -406,8 +423,8 @@ class BaseVariational(BaseEstimator):
             if n_init > 1:
                 if self.verbose:
                     self._report(
-                        f"init {init + 1}/{n_init}: final ELBO {self.elbo_:.4f} "
-                        "nats/sample"
+                        f"init {init + 1}/{n_init}: final "
+                        f"{self._value_units(self.elbo_)}"
                     )
                 if best_state is None or self.elbo_ > best_elbo:
                     best_elbo, best_state = self.elbo_, self._get_state()
@@ -503,7 +520,7 @@ class BaseVariational(BaseEstimator):
                 )
                 validation.append(monitored)
             if self.verbose:
-                msg = f"{prefix}iteration {it}: ELBO {value:.4f} nats/sample"
+                msg = f"{prefix}iteration {it}: {self._value_units(value)}"
                 if X_val is not None:
                     msg += f", validation ELBO {monitored:.4f}"
                 self._report(f"{msg}, {time.perf_counter() - start:.2f} s")
@@ -583,7 +600,7 @@ class BaseVariational(BaseEstimator):
             self.validation_scores_ = np.append(self.validation_scores_, np.nan)
         self.converged_ = False
         if self.verbose:
-            self._report(f"partial_fit iteration {it}: ELBO {value:.4f} nats/sample, "
+            self._report(f"partial_fit iteration {it}: {self._value_units(value)}, "
                          f"{time.perf_counter() - start:.2f} s")
         self._after_fit(X, y)
         return self

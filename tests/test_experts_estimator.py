@@ -426,6 +426,9 @@ def test_verbose_one_line_per_iteration(capsys):
     for line in lines:
         assert line.startswith("[DiversityMixtureOfExperts] iteration ")
         assert "nats/sample" in line and line.endswith(" s")
+    # the chain has no ELBO: its lines name the log joint density
+    assert all(": ELBO " in line for line in lines[:3])
+    assert all(": log joint " in line for line in lines[3:])
 
 
 # ---------------------------------------------------------------------------
@@ -508,6 +511,53 @@ def test_multiclass_one_vs_rest():
     np.testing.assert_allclose(m.predict_proba(X).sum(axis=1), 1.0)
     assert set(m.predict(X)) <= set("abc")
 
+
+
+def test_multiclass_unused_warning_names_every_problem():
+    """With several one-vs-rest problems the warning's count is the smallest
+    one and says so, with the counts of every problem."""
+    rng = np.random.RandomState(5)
+    X = rng.normal(size=(240, 2))
+    y = np.array(["a", "b", "c"])[np.argmax(X @ np.array([[1, 0, -1], [0, 1, -1]]), 1)]
+    m = DiversityMixtureOfExperts(6, max_iter=10, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m.fit(X, y)
+    unused = [str(w.message) for w in caught if w.category is UnusedLatentWarning]
+    assert len(unused) == 1 and np.any(m.n_active_components_ < 6)
+    counts = m.n_active_components_.tolist()
+    assert f"only {min(counts)} of 6 experts" in unused[0]
+    assert "uses the fewest" in unused[0] and str(counts) in unused[0]
+    assert "inference='mcmc'" in unused[0]
+
+
+def test_warm_start_error_names_the_last_fit_inference():
+    """A warm "pr" fit after "vi" continues the same state; a later refused
+    change names "pr", the method of the last fit, not the first one."""
+    X, y = _two_expert_data(100, seed=3)
+    m = DiversityMixtureOfExperts(2, max_iter=3, tol=None, warm_start=True,
+                                  random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedLatentWarning)
+        m.fit(X, y)
+        m.set_params(inference="pr").fit(X, y)
+    with pytest.raises(ValueError, match="inference='pr' but now has inference='mcmc'"):
+        m.set_params(inference="mcmc").fit(X, y)
+
+
+def test_init_concentration_is_bounded():
+    """Beyond the package's largest concentration (1e8) scipy's ive is NaN and
+    the series fallback allocated without bound (MemoryError); now the
+    parameter check refuses it."""
+    X, y = _two_expert_data(50)
+    with pytest.raises(ValueError, match="init_concentration"):
+        DiversityMixtureOfExperts(2, init="random", init_concentration=1e10).fit(X, y)
+    m = DiversityMixtureOfExperts(2, init="random", init_concentration=1e8,
+                                  max_iter=2, tol=None, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedLatentWarning)
+        m.fit(X, y)
+    assert np.isfinite(m.elbo_)
 
 def _stop_iteration(history, tol, patience):
     """First iteration at which the tol rule of the fit loop ends a run."""

@@ -469,7 +469,27 @@ def test_verbose_prints_the_elbo(synthetic, capsys):
     X, y, _ = synthetic
     _model(max_iter=2, verbose=1).fit(X, y)
     out = capsys.readouterr().out
-    assert "iteration 2: ELBO" in out and "nats/sample" in out
+    assert "iteration 2: ELBO" in out and "nats/pair" in out
+
+
+def test_spectral_start_keeps_k_means_warnings_to_itself():
+    """On a star (entities with identical link patterns) the spectral start's
+    k-means finds fewer distinct rows than clusters; its warning speaks of an
+    X the user never passed and must not reach the user."""
+    senders, receivers = np.nonzero(np.triu(np.ones((40, 40), bool), 1))
+    X, y = np.c_[senders, receivers], (senders == 0).astype(int)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        LatentFeatureRelational(random_state=0, max_iter=3, tol=None).fit(X, y)
+    assert not [w for w in caught if "distinct clusters" in str(w.message)]
+
+
+def test_full_weights_beyond_the_memory_are_refused(synthetic):
+    """(1 + D^2)^2 float64 per relation: D = 10,000 needs 8e16 bytes, more
+    than any machine; a clear ValueError before anything is allocated."""
+    X, y, _ = synthetic
+    with pytest.raises(ValueError, match="weights='diagonal'"):
+        LatentFeatureRelational(10_000, weights="full", max_iter=1).fit(X, y)
 
 
 # ----------------------------------------------- properties on pair data

@@ -231,7 +231,9 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
     inner_max_iter : int, default=3
         Rounds of blockwise gradient steps on q per outer iteration ("vi", "pr").
     init_concentration : float, default=10.0
-        Variational vMF concentration of the random start (init="random").
+        Variational vMF concentration of the random start (init="random"),
+        in (0, 1e8]: beyond 1e8 a direction is a point to double precision
+        (the bound every concentration of the fit keeps).
     n_mcmc_samples : int, default=200
         Kept MCMC samples ("mcmc").
     burn_in : int, default=1000
@@ -261,7 +263,10 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         Seed of the starts ("vi", "pr", BMEM-G) and of the chain ("mcmc").
     verbose : int, default=0
         >= 1: one line per iteration (ELBO in nats per sample, elapsed
-        seconds), in the format every estimator of the package uses.
+        seconds), in the format every estimator of the package uses;
+        "mcmc": one line per block of sweeps, with the log joint density
+        (nats per sample, the value of ``elbo_history_``) in place of the
+        ELBO.
 
     Attributes
     ----------
@@ -374,6 +379,10 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
 
     _structural_params = ("n_components", "prior", "inference", "fit_intercept")
 
+    def _value_label(self):
+        # the chain has no ELBO: its verbose lines give the log joint density
+        return "log joint" if self.inference == "mcmc" else "ELBO"
+
     def _same_structure(self, name, now, fitted):
         if name == "inference":  # "vi" and "pr" share the variational state
             return (now == "mcmc") == (fitted == "mcmc")
@@ -394,7 +403,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         "prior_std": [Interval(Real, _PRIOR_STD_MIN, _PRIOR_STD_MAX, closed="both")],
         "fit_intercept": ["boolean"],
         "inner_max_iter": [IntInterval(1, None, closed="left")],
-        "init_concentration": [Interval(Real, 0, None, closed="neither")],
+        "init_concentration": [Interval(Real, 0, KAPPA_MAX, closed="right")],
         "n_mcmc_samples": [IntInterval(1, None, closed="left")],
         "burn_in": [IntInterval(0, None, closed="left")],
         "thin": [IntInterval(1, None, closed="left")],
@@ -1005,14 +1014,23 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
                 f"{_DEAD_GATE_ENTROPY} log K, and every expert solves the same problem",
                 self._dead_gate_remedy(X.shape[1]))
         elif K > 1 and np.any(self.n_active_components_ < K):
+            where = ""
+            if self.n_active_components_.size > 1:
+                counts = self.n_active_components_.tolist()
+                where = (" in the one-vs-rest problem that uses the fewest "
+                         f"(n_active_components_ = {counts})")
+            remedy = ("The data may not need that many experts, or the fit ended in "
+                      "a local optimum that uses fewer than the model would reward: "
+                      "compare elbo_ across n_components and several n_init")
+            if self.inference != "mcmc":
+                remedy += (", and the held-out accuracy of inference='mcmc', which "
+                           "is not held to one optimum")
             self._warn_unused(
                 int(self.n_active_components_.min()), K, "experts",
                 "an expert is in use when it is the most responsible one, with "
-                "responsibility >= (K + 1) / (2 K), for >= 1% of the training rows; "
-                "expert_usage_ has the shares",
-                "The data may not need that many experts (the ELBO prefers fewer): "
-                "compare elbo_ across n_components, or use a smaller one."
-                + self._price_note(X.shape))
+                "responsibility >= (K + 1) / (2 K), for >= 1% of the training rows"
+                f"{where}; expert_usage_ has the shares",
+                remedy + "." + self._price_note(X.shape))
 
     def _dead_gate_remedy(self, p):
         """The remedy the dead-gate warning names, by the start this fit used."""

@@ -1,5 +1,6 @@
 """LatentFeatureRelational: link prediction with binary latent features, probit link."""
 
+import os
 import warnings
 from numbers import Integral, Real
 
@@ -288,8 +289,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         Controls the start, the Monte Carlo samples and the common random
         numbers of the ELBO. Pass an int for reproducible results.
     verbose : int, default=0
-        If positive, print the ELBO of every iteration (the package's one
-        format).
+        If positive, print the ELBO of every iteration in nats per pair
+        (one row of X) with the elapsed seconds, in the package's one format
+        (``"... iteration 3: ELBO -0.4312 nats/pair, 1.20 s"``).
 
     Attributes
     ----------
@@ -382,6 +384,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     """
 
     _structural_params = ("n_components", "weights")
+    _row_unit = "pair"  # one row of X is a pair of entities
 
     _parameter_constraints: dict = {
         **FIT_LOOP_CONSTRAINTS,
@@ -629,7 +632,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             ids so sparse that memory would follow the largest id rather than
             the data (the message says how to remap them), or self-pairs; if y
             is None, continuous or does not hold exactly two classes; if
-            training diverges.
+            ``weights="full"`` needs weight systems larger than the
+            machine's physical memory; if training diverges.
 
         Warns
         -----
@@ -679,8 +683,34 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             n_entities = self._check_id_density(triples[:, :2], "Entity", ":2",
                                                 _ID_SLACK)
         # a relation costs a (1 + D^2)^2 weight system, an entity a row of D
-        return n_entities, self._check_id_density(triples[:, 2], "Relation", "2",
-                                                  _RELATION_SLACK)
+        n_relations = self._check_id_density(triples[:, 2], "Relation", "2",
+                                             _RELATION_SLACK)
+        self._check_weight_memory(n_relations)
+        return n_entities, n_relations
+
+    def _check_weight_memory(self, n_relations):
+        """Refuse full weights whose systems cannot fit in the machine's memory.
+
+        ``weights="full"`` holds a (1 + D^2) x (1 + D^2) system of float64 per
+        relation; beyond the physical memory (where the platform reports it)
+        the fit could only fail inside a kernel or be killed.
+        """
+        if self.weights != "full":
+            return
+        D = int(self.n_components)
+        need = n_relations * (1.0 + D * D) ** 2 * 8.0
+        try:
+            have = float(os.sysconf("SC_PHYS_PAGES")) * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):
+            return
+        if need > have:
+            raise ValueError(
+                f"weights='full' with n_components={D} needs weight systems of "
+                f"(1 + D^2)^2 float64 per relation, {need / 2**30:,.1f} GiB for "
+                f"{n_relations} relation(s), more than this machine's "
+                f"{have / 2**30:,.1f} GiB of memory: use weights='diagonal' "
+                "(O(R D^2) memory) or a smaller n_components."
+            )
 
     def _new_elbo_seed(self):
         """The seed of the ELBO's common random numbers, drawn once per model.
@@ -1673,7 +1703,13 @@ def _spectral_start(pairs, N, R, D, rng):
     U = TruncatedSVD(k, random_state=seed).fit_transform(B)
     norms = np.linalg.norm(U, axis=1, keepdims=True)
     U = U / np.where(norms > 0, norms, 1.0)
-    labels = KMeans(D, n_init=3, random_state=seed).fit_predict(U)
+    with warnings.catch_warnings():
+        # entities with identical link patterns (a star, isolated entities)
+        # give fewer distinct rows than D clusters: k-means then warns about
+        # an X the user never passed; the features of the empty clusters
+        # start at 0.1 for every entity, as the ascent may leave them
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        labels = KMeans(D, n_init=3, random_state=seed).fit_predict(U)
     q[np.arange(N), labels] = 0.9
     return q
 

@@ -838,7 +838,8 @@ def mc_weight_rhs(
     P = x.shape[0]
     Ks = sk_ent.shape[0]
     part0 = np.zeros((S, R))
-    partW = np.zeros((S, R, D, D))
+    # diagonal weights need only the diagonal of every sample's part
+    partW = np.zeros((S, R, D, 1 if diag else D))
     for s in prange(S):
         z = np.empty((N, D))
         _sample(uniforms[s], q, z)
@@ -865,7 +866,7 @@ def mc_weight_rhs(
             for d in range(D):
                 if z[e_, d] > 0.0:
                     if diag:
-                        partW[s, r, d, d] += t[k, d]
+                        partW[s, r, d, 0] += t[k, d]
                     else:
                         for e in range(D):
                             partW[s, r, d, e] += t[k, e]
@@ -876,9 +877,12 @@ def mc_weight_rhs(
         out0[r] = total / S
         for d in range(D):
             for e in range(D):
+                if diag and e != d:
+                    outW[r, d, e] = 0.0
+                    continue
                 total = 0.0
                 for s in range(S):
-                    total += partW[s, r, d, e]
+                    total += partW[s, r, d, 0 if diag else e]
                 outW[r, d, e] = total / S
 
 
