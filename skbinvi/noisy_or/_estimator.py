@@ -1309,36 +1309,29 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         weights for that q and up to ``n_transform_steps`` E-step sweeps.
         """
         indptr, indices = _csr_arrays(X)
-        if self.inference == "jj":
-            # The E-step's fixed point depends on its start. From the Jensen
-            # weights that are tight at q = 1 (jj_init_r) it ends far below
-            # the training rows' posteriors, which co-evolved with the model
-            # (Reuters bodies, K = 20: bound -144.5 nats per document against
-            # -111.6 in training). So a new row starts where "svi" ends (local
-            # steps on the true ELBO from the prior), with the Jensen weights
-            # optimal for that q, and the E-step sweeps then raise the bound
-            # from there (-110.2 on the same rows).
+        if self.inference in ("svi", "jj"):
             logit_q = np.tile(self._logit_prior, (X.shape[0], 1))
             _kernels.local_optimize_rows(
                 indptr, indices, self._theta, self._leak, self._colsum,
                 self._logit_prior, self._local_uniforms, self.n_transform_steps,
                 _LOCAL_STEP, _LOCAL_TOL, logit_q,
             )
-            weights = _jaakkola_jordan.jj_init_r(indptr, indices, self._theta)
-            _jaakkola_jordan.jj_update_r(indptr, indices, self._theta, self._leak,
-                                         logit_q, weights)
-            _jaakkola_jordan.jj_e_step(
-                indptr, indices, self._theta, self._leak, self._colsum,
-                self._leak_sum[0], logit_q, self._logit_prior, weights,
-                self.n_transform_steps, _JJ_TOL, np.empty(X.shape[0]),
-            )
-        elif self.inference == "svi":
-            logit_q = np.tile(self._logit_prior, (X.shape[0], 1))
-            _kernels.local_optimize_rows(
-                indptr, indices, self._theta, self._leak, self._colsum,
-                self._logit_prior, self._local_uniforms, self.n_transform_steps,
-                _LOCAL_STEP, _LOCAL_TOL, logit_q,
-            )
+            if self.inference == "jj":
+                # The E-step's fixed point depends on its start. From the
+                # Jensen weights that are tight at q = 1 (jj_init_r) it ends
+                # far below the training rows' posteriors, which co-evolved
+                # with the model (Reuters bodies, K = 20: bound -144.5 nats per
+                # document against -111.6 in training). So a new row starts
+                # where "svi" ends, with the Jensen weights optimal for that q,
+                # and the E-step sweeps raise the bound from there (-110.2).
+                weights = _jaakkola_jordan.jj_init_r(indptr, indices, self._theta)
+                _jaakkola_jordan.jj_update_r(indptr, indices, self._theta,
+                                             self._leak, logit_q, weights)
+                _jaakkola_jordan.jj_e_step(
+                    indptr, indices, self._theta, self._leak, self._colsum,
+                    self._leak_sum[0], logit_q, self._logit_prior, weights,
+                    self.n_transform_steps, _JJ_TOL, np.empty(X.shape[0]),
+                )
         else:
             with single_threaded_blas():
                 logit_q = self._encode(X, indptr, indices, self._theta)[0]
