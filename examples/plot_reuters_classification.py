@@ -346,20 +346,19 @@ fig.suptitle("Reuters-21578 headlines: noisy-OR features vs raw X")
 # With 60 epochs and 5 seeds (``--n-jobs 2``: 28 minutes on 2 cores), the
 # noisy-OR features reach an exact-match score of 0.83 to 0.91 with all 5,048
 # training documents, against 0.93 for the same classifier on the raw words,
-# and the gap widens as the training set shrinks (0.64 to 0.78 against 0.88
-# with 500 documents): on these short headlines (4 words on average) a linear
-# classifier on the words themselves is hard to beat, and a 50- to
+# and the gap widens as the training set shrinks for most methods (0.64 to
+# 0.88 against 0.88 with 500 documents): on these short headlines (4 words
+# on average) a linear classifier on the words themselves is hard to beat,
+# and a 50- to
 # 150-dimensional summary learned without the labels loses some of the
 # information the topics need.
 #
-# SVI gives the best features at every size (0.90, 0.91 and 0.91 with all
-# documents for ``K`` = 50, 100, 150; 0.76 to 0.78 with 500) and the best test
-# ELBO (-19.4 to -19.6 nats per document): optimizing each document's
-# posterior beats predicting it with an encoder, at 3 to 5 times the fit time.
-# JJ starts well with 500 documents (0.76 to 0.77) but gains least from more
-# data (0.83 to 0.84 with all of them), and its model overfits the small
-# training sets (test ELBO -33 to -38 nats with 500 documents, while its
-# training bound is -12 to -15).
+# SVI gives the best features with all documents (0.90, 0.91 and 0.91 for
+# ``K`` = 50, 100, 150; 0.76 to 0.78 with 500): optimizing each document's
+# posterior beats predicting it with an encoder, at 3 to 5 times the fit
+# time. JJ, batch EM on the Jaakkola-Jordan bound, gives the best features
+# with 2,000 documents or fewer (0.85 to 0.88 with 500, 0.88 to 0.90 with all)
+# and the best test ELBO (-19.1 to -19.2 nats per document; SVI -19.4 to -19.6).
 #
 # ACP against AVI partly agrees with the paper: with 500 documents ACP is
 # ahead for ``K`` = 100 and 150 (0.69 against 0.68, 0.67 against 0.64), and

@@ -1234,8 +1234,13 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                       self._colsum, self._leak_sum[0], self._local_logits,
                       self._logit_prior, self._jj_weights, self.n_local_steps, 0.0,
                       out)
+        # the leak of a word seen once in n + 1 rows, the clip of the initial
+        # leak (_initialize): without it a word absent from X gets leak 1e-10
+        # and costs a held-out row about 23 nats
+        leak_min = -np.log1p(-1.0 / (X.shape[0] + 1))
         _jaakkola_jordan.jj_m_step(indptr, indices, self._local_logits,
-                      self._jj_weights, self._theta, self._leak, self._logit_prior)
+                      self._jj_weights, self._theta, self._leak, self._logit_prior,
+                      10, 1e-12, leak_min)
         # keep the raw (softplus) parameters in step; theta may be exactly 0
         with np.errstate(divide="ignore"):
             self._theta_raw[...] = _softplus_inverse(self._theta)

@@ -39,9 +39,13 @@ O(D K) in the M-step), never O(B D K).
 **Leak floor.** f(0) = -inf, so f is always evaluated at
 ``max(theta_i0, LEAK_FLOOR)`` with ``LEAK_FLOOR = 1e-10`` (the linear
 negative-evidence term uses theta_i0 as given); the M-step keeps
-``theta_i0 >= LEAK_FLOOR``, so after one M-step the two coincide. At the
-floor, f(theta_i0) = log(1e-10) ~ -23 nats: an active feature that no active
-cause explains costs at most 23 nats.
+``theta_i0 >= leak_min >= LEAK_FLOOR``, so after one M-step the two
+coincide. At LEAK_FLOOR, f(theta_i0) = log(1e-10) ~ -23 nats. Left to
+itself the M-step puts the leak of a word absent from the training rows (or
+fully explained by the causes) there, and every held-out row with that word
+pays those 23 nats; the estimator therefore passes ``leak_min = -log(1 - 1 /
+(B + 1))``, the leak of a word seen once in B + 1 rows (about log(B + 1)
+nats per unexplained word).
 
 **State updated in place.** :func:`jj_update_q`, :func:`jj_update_r` and
 :func:`jj_e_step` overwrite ``logit_q`` and ``r`` (per-row E-step state owned
@@ -986,9 +990,9 @@ def jj_feature_bound(indptr, indices, logit_q, r, theta, leak, out):
 
 @njit
 def _line_search(t0, t, d0, d, g0, g, cur, p0, p1, entries, rows, q, r,
-                 n_inactive, c_inact, t_try):
+                 n_inactive, c_inact, t_try, leak_min):
     """Backtracking along the projected path ``clip(x + alpha d, lb, ub)``
-    (theta in [0, THETA_MAX], the leak above LEAK_FLOOR).
+    (theta in [0, THETA_MAX], the leak at least ``leak_min``).
 
     Accepts the first alpha in 1, 1/2, ... (60 halvings) with a strict
     increase of the objective and the Armijo condition
@@ -1008,6 +1012,8 @@ def _line_search(t0, t, d0, d, g0, g, cur, p0, p1, entries, rows, q, r,
         As in :func:`_feature_objective`.
     t_try : float64 array of shape (K,) (out)
         Accepted theta_i. (if any).
+    leak_min : float
+        Lower bound of the leak (>= LEAK_FLOOR).
 
     Returns
     -------
@@ -1019,7 +1025,7 @@ def _line_search(t0, t, d0, d, g0, g, cur, p0, p1, entries, rows, q, r,
     K = t.shape[0]
     alpha = 1.0
     for _ in range(60):
-        nt0 = max(t0 + alpha * d0, LEAK_FLOOR)
+        nt0 = max(t0 + alpha * d0, leak_min)
         lin = g0 * (nt0 - t0)
         for k in range(K):
             t_try[k] = min(max(t[k] + alpha * d[k], 0.0), THETA_MAX)
@@ -1035,8 +1041,8 @@ def _line_search(t0, t, d0, d, g0, g, cur, p0, p1, entries, rows, q, r,
 
 @njit
 def jj_m_step(indptr, indices, logit_q, r, theta, leak, logit_prior,
-              n_newton=10, tol=1e-12):
-    """M-step: maximize sum_n B_n over theta in [0, THETA_MAX], leak, mu.
+              n_newton=10, tol=1e-12, leak_min=LEAK_FLOOR):
+    """M-step: maximize sum_n B_n over theta in [0, THETA_MAX], leak >= leak_min, mu.
 
     mu has the closed form ``mu_k = mean_n q_nk`` (clipped to
     [PRIOR_CLIP, 1 - PRIOR_CLIP]). The bound separates over features: for
@@ -1056,7 +1062,7 @@ def jj_m_step(indptr, indices, logit_q, r, theta, leak, logit_prior,
     line search and a diagonally scaled projected gradient step as fallback;
     a step is taken only if it increases O_i, so the total bound never
     decreases. Features active in no row get the exact maximizer
-    (theta_i. = 0, leak at the floor). Cost O(nnz K + D K) per Newton
+    (theta_i. = 0, leak at ``leak_min``). Cost O(nnz K + D K) per Newton
     iteration: the inactive rows enter only through the statistics
     ``sum_n q_nk`` ([Yan] supplement, LB-CDI; [SH] for the bound).
 
@@ -1078,6 +1084,14 @@ def jj_m_step(indptr, indices, logit_q, r, theta, leak, logit_prior,
         Maximum Newton iterations per feature.
     tol : float, default=1e-12
         A feature stops once a step gains less than ``tol * (1 + |O_i|)``.
+    leak_min : float, default=LEAK_FLOOR
+        Lower bound of the leak. Without one the maximizer puts the leak of a
+        feature absent from these rows, or fully explained by the causes, at
+        the floor, and each later row with that word pays about
+        ``-log(LEAK_FLOOR) = 23`` nats; the estimator passes
+        ``-log(1 - 1 / (B + 1))``, the leak of a word seen once in B + 1
+        rows, the clip of its initial leak. A leak given below ``leak_min``
+        is raised to it first.
 
     Returns
     -------
@@ -1120,11 +1134,11 @@ def jj_m_step(indptr, indices, logit_q, r, theta, leak, logit_prior,
         ci = c_inact[i]
         if p1 == p0:
             # linear objective -B t0 - sum_k t_k c_k: maximized at the bounds
-            t0 = max(leak[i], LEAK_FLOOR)
+            t0 = max(leak[i], leak_min)
             before = -n_inactive * t0
-            after = -n_inactive * LEAK_FLOOR if B > 0 else before
+            after = -n_inactive * leak_min if B > 0 else before
             if B > 0:
-                leak[i] = LEAK_FLOOR
+                leak[i] = leak_min
             for k in range(K):
                 before -= theta[i, k] * ci[k]
                 if ci[k] > 0.0:
@@ -1132,7 +1146,7 @@ def jj_m_step(indptr, indices, logit_q, r, theta, leak, logit_prior,
                 after -= theta[i, k] * ci[k]
             total_gain += after - before
             continue
-        t0 = max(leak[i], LEAK_FLOOR)
+        t0 = max(leak[i], leak_min)
         for k in range(K):
             t[k] = max(theta[i, k], 0.0)
         start = _feature_objective(t0, t, p0, p1, entries, rows, q, r,
@@ -1174,7 +1188,7 @@ def jj_m_step(indptr, indices, logit_q, r, theta, leak, logit_prior,
             for k in range(K):
                 hk[k] -= shift
             # projected Newton direction on the free variables
-            free0 = not (t0 <= LEAK_FLOOR and g0 < 0.0)
+            free0 = not (t0 <= leak_min and g0 < 0.0)
             for k in range(K):
                 free[k] = not ((t[k] <= 0.0 and g[k] < 0.0)
                                or (t[k] >= THETA_MAX and g[k] > 0.0))
@@ -1191,7 +1205,7 @@ def jj_m_step(indptr, indices, logit_q, r, theta, leak, logit_prior,
             for k in range(K):
                 d[k] = (-g[k] - b[k] * d0) / hk[k] if free[k] else 0.0
             new_t0, val = _line_search(t0, t, d0, d, g0, g, cur, p0, p1, entries,
-                                       rows, q, r, n_inactive, ci, t_try)
+                                       rows, q, r, n_inactive, ci, t_try, leak_min)
             if math.isnan(new_t0):
                 # fallback: diagonally scaled projected gradient
                 d0 = g0 / abs(h00)
@@ -1199,7 +1213,7 @@ def jj_m_step(indptr, indices, logit_q, r, theta, leak, logit_prior,
                     d[k] = g[k] / abs(hk[k])
                 new_t0, val = _line_search(t0, t, d0, d, g0, g, cur, p0, p1,
                                            entries, rows, q, r, n_inactive, ci,
-                                           t_try)
+                                           t_try, leak_min)
                 if math.isnan(new_t0):
                     break
             gain = val - cur
@@ -1251,7 +1265,7 @@ def jj_init_r(indptr, indices, theta):
 
 
 def jj_fit_em(X, theta, leak, logit_prior, *, n_iter=50, n_inner=5, n_newton=10,
-              tol=0.0, logit_q=None, r=None):
+              tol=0.0, logit_q=None, r=None, leak_min=LEAK_FLOOR):
     """Batch variational EM of the noisy-OR model on the Jensen bound (LB-CDI).
 
     Alternates :func:`jj_e_step` (``n_inner`` coordinate-ascent sweeps per
@@ -1268,7 +1282,7 @@ def jj_fit_em(X, theta, leak, logit_prior, *, n_iter=50, n_inner=5, n_newton=10,
     theta : array-like of shape (D, K)
         Initial weights theta_ik >= 0 (copied).
     leak : array-like of shape (D,)
-        Initial leak theta_i0 (copied; raised to LEAK_FLOOR by the M-step).
+        Initial leak theta_i0 (copied; raised to ``leak_min`` by the M-step).
     logit_prior : array-like of shape (K,)
         Initial logit mu (copied).
     n_iter : int, default=50
@@ -1283,6 +1297,8 @@ def jj_fit_em(X, theta, leak, logit_prior, *, n_iter=50, n_inner=5, n_newton=10,
         Initial posterior logits (default: the prior's).
     r : array-like of shape (nnz, K), default=None
         Initial Jensen weights (default: :func:`jj_init_r`).
+    leak_min : float, default=LEAK_FLOOR
+        Lower bound of the leak in the M-step (see :func:`jj_m_step`).
 
     Returns
     -------
@@ -1321,7 +1337,7 @@ def jj_fit_em(X, theta, leak, logit_prior, *, n_iter=50, n_inner=5, n_newton=10,
                   logit_prior, r, n_inner, tol, out)
         bound_e[it] = out.sum()
         jj_m_step(indptr, indices, logit_q, r, theta, leak, logit_prior, n_newton,
-                  1e-12)
+                  1e-12, leak_min)
         jj_bound(indptr, indices, theta, leak, theta.sum(0), leak.sum(), logit_q,
                  logit_prior, r, out)
         bound_m[it] = out.sum()
