@@ -419,6 +419,35 @@ def test_statistics_and_direct_fits_agree():
     np.testing.assert_allclose(a.beta.mu, b.beta.mu, rtol=1e-6, atol=1e-8)
 
 
+
+@pytest.mark.parametrize("shape, row_nnz, expected", [
+    ((32_561, 123), 14, True),     # UCI Adult: p^2 = 0.03 nnz
+    ((5_048, 250), 20, True),      # Reuters bodies, 250 words: p^2 = 0.6 nnz
+    ((5_048, 939), 4, False),      # Reuters headlines: p^2 = 44 nnz
+    ((5_048, 800), 27, False),     # bodies, 800 words: p^2 = 4.7 nnz
+    ((2_000, 400), 300, False),    # rows denser than 256 non-zeros on average
+])
+def test_auto_statistics_picks_the_cheaper_evaluation(shape, row_nnz, expected):
+    # the statistics make an evaluation O(K p^2), a pass over the data
+    # O(K nnz(X)): "auto" takes them only where p^2 <= 3 nnz(X) (and K p^2,
+    # the row density, are within their limits)
+    n, p = shape
+    rng = np.random.default_rng(0)
+    cols = np.sort(np.argsort(rng.random((n, p)), axis=1)[:, :row_nnz], axis=1)
+    X = sp.csr_matrix((np.ones(cols.size), cols.ravel(),
+                       np.arange(0, cols.size + 1, cols.shape[1])), shape=(n, p))
+    assert V._use_statistics(X, 10, "auto") is expected
+    assert V._use_statistics(X, 10, True) is True
+    assert V._use_statistics(X, 10, False) is False
+
+
+def test_auto_statistics_on_dense_data():
+    # dense rows have p non-zeros: the statistics pay when n >= p / 3
+    assert V._use_statistics(np.zeros((1_000, 20)), 5, "auto")
+    assert not V._use_statistics(np.zeros((5, 100)), 5, "auto")
+    assert not V._use_statistics(np.zeros((5_000, 784)), 5, "auto")  # > 256 per row
+
+
 # ---------------------------------------------------------------------------
 # BMEM-G: Gaussian prior, Gaussian q
 # ---------------------------------------------------------------------------

@@ -348,8 +348,9 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
     -----
     Costs per outer iteration of "vi" / "pr" on sparse X: O(sum_n nnz_n^2 K)
     to form the bounds' sufficient statistics, then O(K p^2) per inner
-    evaluation; memory O(K p^2 + n K) (without the statistics when K p^2 >
-    2e7: O(nnz(X) K) per evaluation, memory O(n K + K p)). "mcmc":
+    evaluation; memory O(K p^2 + n K). Without the statistics, when K p^2 >
+    2e7, p^2 > 3 nnz(X) or rows have more than 256 non-zeros on average:
+    O(nnz(X) K) per evaluation, memory O(n K + K p). "mcmc":
     O(nnz(X) + n K) per proposal, 4 K proposals per sweep. Features should
     be on a common scale (binary, or standardized): the prior is isotropic.
 
