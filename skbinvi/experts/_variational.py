@@ -1404,7 +1404,11 @@ def fit_gaussian_variational(X, y, n_components, *, sigma=1.0, max_iter=200, tol
 
 @dataclass
 class GaussianState:
-    """State of a BMEM-G fit: means (2, K, p), covariances (2, K, p, p), auxiliaries."""
+    """State of a BMEM-G fit: means (2, K, p), covariances (2, K, p, p), auxiliaries.
+
+    With ``diagonal`` (a q that factorizes over coordinates), ``covs`` holds
+    the variances (2, K, p) instead.
+    """
 
     means: list
     covs: list
@@ -1413,6 +1417,7 @@ class GaussianState:
     omega: float = 2.0
     logdets: list = None
     weights: tuple = None
+    diagonal: bool = False
 
 
 def prior_covariances(K, p, sigma):
@@ -1433,12 +1438,14 @@ def gaussian_init(K, p, sigma, rng, init_scale=1.0, covariances=True):
 def gaussian_objective_and_aux(X, y, state, sigma, c_init=None, qf=None):
     """ELBO of the BMEM-G q (nats, total) at optimal auxiliaries; stored on ``state``.
 
-    ``qf``: the quadratic forms x_n^T S_k x_n of both sets, if known.
+    ``qf``: the quadratic forms x_n^T S_k x_n of both sets, if known. A
+    ``state.diagonal`` q has S_k = diag(s_k).
     """
     if c_init is not None and np.shape(c_init) != (X.shape[0],):
         c_init = None
     if qf is None:
-        qf = _both_quadratic_forms(X, state.covs)
+        qf = (_diagonal_quadratic_forms(squared_entries(X), state.covs)
+              if state.diagonal else _both_quadratic_forms(X, state.covs))
     moments = []
     for mean, q in zip(state.means, qf, strict=True):
         m = np.asarray(X @ mean.T)
@@ -1451,11 +1458,14 @@ def gaussian_objective_and_aux(X, y, state, sigma, c_init=None, qf=None):
     else:
         pieces = likelihood_pieces_from_moments(y, *moments, c_init=c_init)
         state.weights = None
-    logdets = state.logdets if state.logdets is not None else [None, None]
-    state.value = float(sum(pieces[:3])
-                        - _gaussian_kl(state.means[0], state.covs[0], sigma, logdets[0])
-                        - _gaussian_kl(state.means[1], state.covs[1], sigma,
-                                       logdets[1]))
+    if state.diagonal:
+        kl = sum(_diagonal_gaussian_kl(m, v, sigma)
+                 for m, v in zip(state.means, state.covs, strict=True))
+    else:
+        logdets = state.logdets if state.logdets is not None else [None, None]
+        kl = sum(_gaussian_kl(m, S, sigma, ld)
+                 for m, S, ld in zip(state.means, state.covs, logdets, strict=True))
+    state.value = float(sum(pieces[:3]) - kl)
     phi, _, xi, c, d = pieces[3:8]
     state.aux = (phi, xi, c, d)
     return state.value
@@ -1547,18 +1557,153 @@ def gaussian_iteration(X, y, sq, state, sigma):
     # the quadratic forms depend on the covariances only: shared by both evaluations
     qf = _both_quadratic_forms(X, state.covs)
     value = gaussian_objective_and_aux(X, y, state, sigma, c_init=state.aux[2], qf=qf)
-    # over-relaxation of the means [SR] (the covariances keep their update)
-    if state.omega > 1.0:
-        ext = GaussianState([m0 + state.omega * (m1 - m0)
-                             for m0, m1 in zip(old_means, state.means, strict=True)],
-                            state.covs, logdets=state.logdets)
-        with np.errstate(all="ignore"):
-            v_ext = gaussian_objective_and_aux(X, y, ext, sigma, c_init=state.aux[2],
-                                               qf=qf)
-        if np.isfinite(v_ext) and v_ext > value:
-            state.means, state.aux, state.value = ext.means, ext.aux, v_ext
-            state.weights = ext.weights
-            state.omega = min(2.0 * state.omega, _MAX_OMEGA)
-        else:
-            state.omega = _MIN_OMEGA
+    _over_relax(X, y, state, old_means, value, sigma, qf)
+    return state.value
+
+
+def _over_relax(X, y, state, old_means, value, sigma, qf):
+    """Over-relaxation of the means of a BMEM-G iteration [SR] (the
+    covariances keep their update): m_old + omega (m_new - m_old) is kept
+    when its ELBO (at optimal auxiliaries) beats ``value``, the ELBO of the
+    update; omega doubles then (up to ``_MAX_OMEGA``), else it falls back to
+    ``_MIN_OMEGA``. ``state`` is updated in place."""
+    if state.omega <= 1.0:
+        return
+    ext = GaussianState([m0 + state.omega * (m1 - m0)
+                         for m0, m1 in zip(old_means, state.means, strict=True)],
+                        state.covs, logdets=state.logdets, diagonal=state.diagonal)
+    with np.errstate(all="ignore"):
+        v_ext = gaussian_objective_and_aux(X, y, ext, sigma, c_init=state.aux[2], qf=qf)
+    if np.isfinite(v_ext) and v_ext > value:
+        state.means, state.aux, state.value = ext.means, ext.aux, v_ext
+        state.weights = ext.weights
+        state.omega = min(2.0 * state.omega, _MAX_OMEGA)
+    else:
+        state.omega = _MIN_OMEGA
+
+
+# ---------------------------------------------------------------------------
+# BMEM-G with a factorized (diagonal-covariance) q: the start on wide data
+# ---------------------------------------------------------------------------
+
+# conjugate-gradient solve of the means in each diagonal BMEM-G iteration:
+# at most this many steps, stopped when every column's residual norm is at
+# most this fraction of its right-hand side's (it starts at the previous
+# means, so few steps are needed after the first iterations)
+_CG_MAX_ITER = 50
+_CG_RTOL = 1e-3
+
+
+def diagonal_gaussian_init(K, p, sigma, rng, init_scale=1.0):
+    """Random means N(0, init_scale^2 / p) and prior variances sigma^2 (K, p) per set.
+
+    The state of a BMEM-G fit whose q factorizes over the coordinates of
+    every vector (``diagonal=True``): ``covs`` holds the variances (K, p) of
+    each set, 2 K p floats instead of 2 K p^2.
+    """
+    means = [rng.normal(scale=init_scale / np.sqrt(p), size=(K, p)) for _ in range(2)]
+    return GaussianState(means, [np.full((K, p), sigma**2) for _ in range(2)],
+                         diagonal=True)
+
+
+def squared_entries(X):
+    """X with every entry squared, same format (CSR stays CSR): x_nj^2."""
+    if sp.issparse(X):
+        return X.multiply(X).tocsr()
+    return X * X
+
+
+def transposed(X):
+    """X^T as CSR (sparse X) or C-contiguous (dense): fast products X^T V."""
+    return X.T.tocsr() if sp.issparse(X) else np.ascontiguousarray(X.T)
+
+
+def _diagonal_quadratic_forms(X2, variances):
+    """[x_n^T diag(s_k) x_n = sum_j x_nj^2 s_kj] for both sets (n, K each): O(nnz K)."""
+    return [np.asarray(X2 @ s.T) for s in variances]
+
+
+def _diagonal_gaussian_kl(means, variances, sigma):
+    """sum_k KL(N(m_k, diag(s_k)) || N(0, sigma^2 I)) in nats."""
+    p = means.shape[1]
+    trace = np.sum(variances, axis=1) + np.sum(means * means, axis=1)
+    return float(0.5 * np.sum(trace / sigma**2 - p + 2.0 * p * np.log(sigma)
+                              - np.sum(np.log(variances), axis=1)))
+
+
+def _precision_cg(X, XT, g_second, rhs, start, diag, sigma, max_iter, rtol):
+    """Solve (I / sigma^2 - 2 X^T diag(g_k) X) m_k = b_k for every column k.
+
+    ``XT``: X transposed (:func:`transposed`). ``g_second`` (n, J) holds
+    g_k <= 0, ``rhs`` and ``start`` (p, J) the b_k and the starting m_k,
+    ``diag`` (p, J) the diagonals of the matrices (the Jacobi
+    preconditioner). Preconditioned conjugate gradients on all J
+    columns at once: each product costs two passes over X, O(nnz(X) J).
+    From any start its iterates raise the concave quadratic b^T m - m^T P m / 2
+    at every step, so a stopped solve never lowers the ELBO. Returns (p, J).
+    """
+    inv_s2 = 1.0 / sigma**2
+
+    def apply(V):
+        return inv_s2 * V - 2.0 * np.asarray(XT @ (g_second * np.asarray(X @ V)))
+
+    M = start.copy()
+    R = rhs - apply(M)
+    goal = rtol * np.linalg.norm(rhs, axis=0)
+    Z = R / diag
+    P = Z.copy()
+    rz = np.einsum("pj,pj->j", R, Z)
+    for _ in range(max_iter):
+        if np.all(np.linalg.norm(R, axis=0) <= goal):
+            break
+        AP = apply(P)
+        pap = np.einsum("pj,pj->j", P, AP)
+        alpha = np.divide(rz, pap, out=np.zeros_like(rz), where=pap > 0)
+        M += alpha * P
+        R -= alpha * AP
+        Z = R / diag
+        rz_new = np.einsum("pj,pj->j", R, Z)
+        beta = np.divide(rz_new, rz, out=np.zeros_like(rz), where=rz > 0)
+        P = Z + beta * P
+        rz = rz_new
+    return M
+
+
+def diagonal_gaussian_iteration(X, X2, y, state, sigma, XT=None,
+                                cg_max_iter=_CG_MAX_ITER, cg_rtol=_CG_RTOL):
+    """One iteration of BMEM-G with a factorized Gaussian q: O(nnz(X) K) per step.
+
+    At the current auxiliaries the likelihood bound is quadratic in every
+    vector a_k of a set, b_k^T a_k + a_k^T Q_k a_k with Q_k = X^T diag(G_V,k) X
+    (:class:`_FixedAuxLikelihood`). For q(a_k) = N(m_k, diag(s_k)) the
+    optimal variances are s_kj = 1 / (1 / sigma^2 - 2 Q_k,jj) and the optimal
+    mean solves (I / sigma^2 - 2 Q_k) m_k = b_k, the mean of the full-covariance
+    update, here by conjugate gradients (:func:`_precision_cg`) started at
+    the current means, so no p x p matrix is formed. Then new auxiliaries.
+    The means are over-relaxed as in :func:`gaussian_iteration`.
+
+    ``X2``: :func:`squared_entries` of ``X``; ``XT``: :func:`transposed` of
+    ``X`` (formed here when not given). Returns the ELBO after the
+    iteration (nats, total), never below the one before (up to rounding and
+    the tolerance of the auxiliary update).
+    """
+    if state.aux is None or state.aux[0].shape[0] != X.shape[0]:
+        gaussian_objective_and_aux(X, y, state, sigma,
+                                   qf=_diagonal_quadratic_forms(X2, state.covs))
+    K = state.means[0].shape[0]
+    g_mean, g_second = (state.weights if state.weights is not None
+                        else _fixed_aux_weights(2.0 * y - 1.0, *state.aux))
+    if XT is None:
+        XT = transposed(X)
+    rhs = np.asarray(XT @ g_mean)                        # (p, 2K)
+    diag = 1.0 / sigma**2 - 2.0 * np.asarray(X2.T @ g_second)
+    start = np.concatenate(state.means).T
+    M = _precision_cg(X, XT, g_second, rhs, start, diag, sigma, cg_max_iter, cg_rtol)
+    old_means = state.means
+    state.means = [np.ascontiguousarray(M[:, :K].T), np.ascontiguousarray(M[:, K:].T)]
+    state.covs = [np.ascontiguousarray(1.0 / diag[:, :K].T),
+                  np.ascontiguousarray(1.0 / diag[:, K:].T)]
+    qf = _diagonal_quadratic_forms(X2, state.covs)
+    value = gaussian_objective_and_aux(X, y, state, sigma, c_init=state.aux[2], qf=qf)
+    _over_relax(X, y, state, old_means, value, sigma, qf)
     return state.value
