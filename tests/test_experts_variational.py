@@ -411,6 +411,37 @@ def test_fixed_aux_likelihood_statistics_match_direct_and_bound(sparse):
     assert d_stats == pytest.approx(d_lik, rel=1e-9, abs=1e-9)
 
 
+def test_direct_likelihood_reuses_projections_only_for_the_same_mu():
+    """The pass-over-the-data likelihood remembers X mu^T of the last mu of
+    each set: the same numbers, to the last bit, as a fresh object, for a
+    new mu, the old one again, and a mu changed in place."""
+    rng = np.random.RandomState(2)
+    X = _messy_csr(rng, 70, 9)
+    y = (rng.rand(70) < 0.5).astype(float)
+    K, p = 3, 9
+    beta, eta = _random_q(K, p, rng), _random_q(K, p, rng)
+    _, aux = variational_objective(X, y, beta, eta, method="pr", pr_weights=(0, 0),
+                                   return_aux=True)
+    sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+    lik = _FixedAuxLikelihood(X, y, sq, aux, False)
+    c1, c2, c3 = rng.uniform(0.5, 2.0, (3, K))
+    mu1, mu2 = _random_q(K, p, rng).mu, _random_q(K, p, rng).mu
+    mu3 = mu1.copy()
+    for which in (0, 1):
+        for mu in (mu1, mu2, mu1, mu3):
+            fresh = _FixedAuxLikelihood(X, y, sq, aux, False)
+            assert np.array_equal(lik.moments_value(which, mu, c1, c2, c3),
+                                  fresh.moments_value(which, mu, c1, c2, c3))
+            for a, b in zip(lik.moments_gradient(which, mu, c1, c3),
+                            fresh.moments_gradient(which, mu, c1, c3), strict=True):
+                assert np.array_equal(a, b)
+        mu3[0] = mu2[0]  # in place: the remembered copy must not be used
+        fresh = _FixedAuxLikelihood(X, y, sq, aux, False)
+        assert np.array_equal(lik.moments_value(which, mu3, c1, c2, c3),
+                              fresh.moments_value(which, mu3, c1, c2, c3))
+        mu3[:] = mu1
+
+
 def test_statistics_and_direct_fits_agree():
     X, y = _two_expert_data(n=80, seed=3)
     a = fit_variational(X, y, 2, max_iter=4, random_state=0, statistics=True)

@@ -753,6 +753,7 @@ class _FixedAuxLikelihood:
         self.weights = ((g_mean[:, :K], g_second[:, :K]),
                         (g_mean[:, K:], g_second[:, K:]))
         self.X, self.sq = X, sq
+        self._cache = [None, None]
         self.use_statistics = use_statistics
         if use_statistics:
             # both sets' b, v, Q in one pass over the pairs of non-zeros (n, 2K)
@@ -801,22 +802,38 @@ class _FixedAuxLikelihood:
         """(b, v, Q) of set ``which``, or None when the data are used directly."""
         return self.stats[which] if self.use_statistics else None
 
+    def _projections(self, which, mu):
+        """(t = X mu^T (n, K), sum_n G_M t (K,), sum_n G_V ||x||^2 (K,),
+        sum_n G_V t^2 (K,)) of set ``which``, from one pass over the data.
+
+        The last mu of each set is remembered with its products: the kappa,
+        r and s blocks of the ascent move with mu fixed, so most evaluations
+        need no pass (the same numbers as a new pass).
+        """
+        cache = self._cache[which]
+        if cache is not None and (cache[0] is mu or np.array_equal(cache[0], mu)):
+            return cache[1:]
+        g_mean, g_second = self.weights[which]
+        t = np.asarray(self.X @ mu.T)
+        out = (t, np.sum(g_mean * t, axis=0), self.sq @ g_second,
+               np.sum(g_second * t * t, axis=0))
+        self._cache[which] = (mu.copy(),) + out
+        return out
+
     def moments_value(self, which, mu, c1, c2, c3):
         """L of each vector (K,) of set ``which`` from the data, given the
         coefficients."""
-        g_mean, g_second = self.weights[which]
-        t = np.asarray(self.X @ mu.T)
-        return (np.sum(g_mean * t, axis=0) * c1 + (self.sq @ g_second) * c2
-                + np.sum(g_second * t * t, axis=0) * c3)
+        _, mt, v, mt2 = self._projections(which, mu)
+        return mt * c1 + v * c2 + mt2 * c3
 
     def moments_gradient(self, which, mu, c1, c3):
         """dL/dmu (K, p) and dL/d(c1, c2, c3) (K,) each, from the data."""
         g_mean, g_second = self.weights[which]
-        t = np.asarray(self.X @ mu.T)
+        t, _, v, _ = self._projections(which, mu)
         g_t = g_mean * c1 + 2.0 * g_second * c3 * t
         g_mu = np.asarray(self.X.T @ g_t).T if sp.issparse(self.X) else g_t.T @ self.X
-        return (np.ascontiguousarray(g_mu), np.einsum("nk,nk->k", g_mean, t),
-                self.sq @ g_second, np.einsum("nk,nk->k", g_second, t * t))
+        return (np.ascontiguousarray(g_mu), np.einsum("nk,nk->k", g_mean, t), v,
+                np.einsum("nk,nk->k", g_second, t * t))
 
 
 def _use_statistics(X, K, mode):
