@@ -672,34 +672,48 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         rows. The BMEM-G ELBO has poor local
         optima (one expert taking every row, or four sectors where two
         regimes would do), and which basin a run falls into is decided in its
-        first iterations.
+        first iterations. ``diagonal``: a q that factorizes over coordinates
+        (:func:`~skbinvi.experts._variational.diagonal_gaussian_iteration`),
+        chosen by :func:`_diagonal_start`.
         """
         K, p = self.n_components, X.shape[1]
         rows = np.arange(X.shape[0])
         if rows.size > _CANDIDATE_ROWS:
             rows = np.sort(rng.choice(rows.size, _CANDIDATE_ROWS, replace=False))
         Xc, yc = X[rows], y[rows]
-        if diagonal:
-            return self._diagonal_gaussian_start(Xc, yc, rng, n_iter)
-        sq = row_norms(Xc, squared=True)
-        # the covariances (2 K p^2 floats a candidate) are formed when a
-        # candidate starts, not all at once
-        candidates = [gaussian_init(K, p, self.prior_std, rng, _GAUSSIAN_INIT_SCALE,
-                                    covariances=False)
-                      for _ in range(_N_CANDIDATES)]
+        sigma = self.prior_std
+        if diagonal:  # variances (2 K p floats a candidate) from the start
+            X2, XT = squared_entries(Xc), transposed(Xc)
+            candidates = [diagonal_gaussian_init(K, p, sigma, rng, _GAUSSIAN_INIT_SCALE)
+                          for _ in range(_N_CANDIDATES)]
+
+            def step(state):
+                diagonal_gaussian_iteration(Xc, X2, yc, state, sigma, XT)
+        else:
+            sq = row_norms(Xc, squared=True)
+            # the covariances (2 K p^2 floats a candidate) are formed when a
+            # candidate starts, not all at once
+            candidates = [gaussian_init(K, p, sigma, rng, _GAUSSIAN_INIT_SCALE,
+                                        covariances=False)
+                          for _ in range(_N_CANDIDATES)]
+
+            def step(state):
+                gaussian_iteration(Xc, yc, sq, state, sigma)
 
         def run(state):
-            state.covs = prior_covariances(K, p, self.prior_std)
+            if state.covs is None:
+                state.covs = prior_covariances(K, p, sigma)
             for _ in range(_CANDIDATE_ITER):
-                gaussian_iteration(Xc, yc, sq, state, self.prior_std)
+                step(state)
 
         # independent candidates, one per thread (their kernels release the GIL;
         # the same numbers with any number of threads), when every pass of a
         # candidate runs its serial kernel: Numba's fallback threading layer
         # (workqueue, without OpenMP or TBB) aborts on parallel kernels
-        # launched from two threads at once
+        # launched from two threads at once. The factorized candidates, a few
+        # sparse products each, run one after another.
         n_threads = min(_N_CANDIDATES, numba.get_num_threads())
-        if use_parallel(Xc.shape[0], 2 * K):
+        if diagonal or use_parallel(Xc.shape[0], 2 * K):
             n_threads = 1
         if n_threads > 1:
             with ThreadPoolExecutor(n_threads) as pool:
@@ -714,27 +728,9 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
                         c.covs = None
         best = candidates[int(np.argmax([state.value for state in candidates]))]
         for _ in range(n_iter):
-            gaussian_iteration(Xc, yc, sq, best, self.prior_std)
+            step(best)
         if rows.size < X.shape[0]:
             best.aux = None  # its auxiliaries belong to the candidates' rows
-        best.omega = 2.0
-        return best
-
-    def _diagonal_gaussian_start(self, X, y, rng, n_iter):
-        """:meth:`_gaussian_start` with a factorized q (on the chosen rows X, y)."""
-        K, p = self.n_components, X.shape[1]
-        X2, XT = squared_entries(X), transposed(X)
-        best = None
-        for _ in range(_N_CANDIDATES):
-            state = diagonal_gaussian_init(K, p, self.prior_std, rng,
-                                           _GAUSSIAN_INIT_SCALE)
-            for _ in range(_CANDIDATE_ITER):
-                diagonal_gaussian_iteration(X, X2, y, state, self.prior_std, XT)
-            if best is None or state.value > best.value:
-                best = state
-        for _ in range(n_iter):
-            diagonal_gaussian_iteration(X, X2, y, best, self.prior_std, XT)
-        best.aux = None
         best.omega = 2.0
         return best
 

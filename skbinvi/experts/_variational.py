@@ -1655,7 +1655,9 @@ def _precision_cg(X, XT, g_second, rhs, start, diag, sigma, max_iter, rtol):
     g_k <= 0, ``rhs`` and ``start`` (p, J) the b_k and the starting m_k,
     ``diag`` (p, J) the diagonals of the matrices (the Jacobi
     preconditioner). Preconditioned conjugate gradients on all J
-    columns at once: each product costs two passes over X, O(nnz(X) J).
+    columns at once: each product costs two passes over X, O(nnz(X) J)
+    (``scipy.sparse.linalg.cg`` solves one system at a time: J times as
+    many passes, each over one column).
     From any start its iterates raise the concave quadratic b^T m - m^T P m / 2
     at every step, so a stopped solve never lowers the ELBO. Returns (p, J).
     """
