@@ -452,14 +452,45 @@ def test_partial_fit_does_not_call_a_rare_cause_empty_from_the_chunk_size():
     with warnings_as_errors():
         model.partial_fit(X[:20])
     assert model.prior_[0] * 20 < 1.0  # what the chunk-size rule called empty
-    # fit on the same 20 rows is trained on them alone: there it is empty
+    # fit on the same 20 rows is trained on them alone, but below 100 rows
+    # the floor of an empty cause is capped at 0.01, the prior of a cause in
+    # use: 0.02 is in use there (test below)
     model.set_params(warm_start=True, max_iter=1)
-    with pytest.warns(UnusedLatentWarning, match=r"only 3 of 4.*1 / n_samples = 0.05"):
+    with warnings_as_errors():
         model.fit(X[:20])
     # the more-than-half rule needs no data size and still warns in partial_fit
     model._logit_prior[:3] = -10.0
     with pytest.warns(UnusedLatentWarning, match="only 1 of 4 causes"):
         model.partial_fit(X[:20])
+
+
+def test_below_100_rows_an_empty_cause_is_one_not_in_use():
+    """The floor 1 / n_samples of an empty cause is capped at the prior of
+    0.01 below which a cause is not in use, so the empty-cause warning never
+    counts fewer causes in use than n_active_components_. Before, a fit on 1
+    or 2 rows (every prior 0.43, all five in use) warned "only 0 of 5 causes
+    are in use" beside n_active_components_ = 5: on one row every prior below
+    1 is on in less than one row in expectation."""
+    X, _ = make_noisy_or(50, 30, 3, density=0.3, random_state=0)
+    for n_samples in (1, 2, 5, 20):
+        with warnings_as_errors():
+            model = NoisyORFactorizer(5, random_state=0).fit(X[:n_samples])
+        assert model.n_active_components_ == 5
+        assert np.all(model.prior_ > 0.01)
+    # on these 20 rows a cause below 0.01 is both empty and not in use
+    model._logit_prior[:] = logit(0.3)
+    model._logit_prior[0] = logit(0.005)
+    with pytest.warns(UnusedLatentWarning) as record:
+        model._after_fit(X[:20], None)
+    message = str(record[0].message)
+    pattern = (r"only 4 of 5 causes.*prior >= 0.01: below 100 rows the floor 1 / "
+               r"n_samples = 0.05 .*n_active_components_ = 4 counts")
+    assert re.search(pattern, message), message
+    assert model.n_active_components_ == 4
+    model._logit_prior[0] = logit(0.02)  # on in 0.4 rows, but in use
+    with warnings_as_errors():
+        model._after_fit(X[:20], None)
+    assert model.n_active_components_ == 5
 
 
 def test_warnings_point_at_the_callers_line():

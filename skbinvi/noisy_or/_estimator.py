@@ -91,13 +91,15 @@ _LOCAL_TOL = 1e-4
 # A cause whose prior probability ends below this value is unused.
 _DEAD_PRIOR = 0.01
 # A cause whose prior ends below this value, or below 1 / n_samples when that
-# is larger, is empty: on in fewer than one training row in a thousand (or in
-# less than one row) in expectation. AVI on 44,328 health news tweets (K = 50,
-# seeds 0-2) ended with 7 to 11 such causes (priors 2e-4 to 3e-4, on in about
-# one tweet each; switching them and the other causes below 0.01 off moved the
-# test ELBO by at most 0.17 nats per tweet), all above 1 / n_samples = 2.3e-5;
-# the rare causes of the default fits on the Reuters corpora stay above it
-# (user guide, "Unused causes" and "Many short documents").
+# is larger (up to _DEAD_PRIOR, so that an empty cause is never one of the
+# n_active_components_ in use), is empty: on in fewer than one training row in
+# a thousand (or in less than one row) in expectation. AVI on 44,328 health
+# news tweets (K = 50, seeds 0-2) ended with 7 to 11 such causes (priors 2e-4
+# to 3e-4, on in about one tweet each; switching them and the other causes
+# below 0.01 off moved the test ELBO by at most 0.17 nats per tweet), all
+# above 1 / n_samples = 2.3e-5; the rare causes of the default fits on the
+# Reuters corpora stay above it (user guide, "Unused causes" and "Many short
+# documents").
 _EMPTY_PRIOR = 1e-3
 # Split moves (split_moves=True; see NoisyORFactorizer._split_causes): training
 # rows on which the moves are scored, most rows scored per move, Monte Carlo
@@ -457,8 +459,9 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         :class:`~skbinvi.UnusedLatentWarning` reports when fewer than half
         are in use (User Guide, "Unused causes"). The warning about *empty*
         causes counts those above its own floor (a prior of 0.001, or 1 /
-        n_samples below 1,000 rows) and names this count beside it. Updated
-        by :meth:`partial_fit` too.
+        n_samples between 100 and 1,000 rows, or 0.01 below 100 rows, so
+        that it never counts fewer than this) and names this count beside
+        it. Updated by :meth:`partial_fit` too.
     elbo_ : float
         True ELBO of the training rows at the end of :meth:`fit`, nats per
         row: equal to ``score`` (and :meth:`elbo`) of the rows trained on
@@ -1430,7 +1433,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             If more than half of the causes end unused (prior below 0.01), or
             if a cause ends empty: prior below 0.001 (on in fewer than one
             training row in a thousand in expectation), or below 1 / n_samples
-            on fewer than 1,000 rows (on in less than one row).
+            on 100 to 1,000 rows (on in less than one row); below 100 rows
+            the floor of an empty cause is the prior of 0.01 of an unused one.
         """
         self._check_split_moves()
         X = self._check_X(X, reset=not (self.warm_start and self._is_initialized()))
@@ -1557,12 +1561,15 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         when any cause is empty: on in fewer than one of a thousand training
         rows in expectation (prior below 0.001), or on fewer than 1,000 rows
         in less than one of the ``n_samples`` rows (prior below 1 /
-        n_samples). Not the latter in ``partial_fit``: a chunk's rows are not
-        the training set, whose size a stream does not know."""
+        n_samples, at most 0.01: below 100 rows every cause is on in less
+        than one row at a prior under 1 / n_samples, up to 1 on a single
+        row, and an empty cause must not be one counted in use). Not the
+        latter in ``partial_fit``: a chunk's rows are not the training set,
+        whose size a stream does not know."""
         n_used = int(np.sum(self.prior_ > _DEAD_PRIOR))
         self.n_active_components_ = n_used
         online = getattr(self, "_online", False)
-        floor = max(_EMPTY_PRIOR, 1.0 / n_samples)
+        floor = min(max(_EMPTY_PRIOR, 1.0 / n_samples), _DEAD_PRIOR)
         n_empty = 0 if online else int(np.sum(self.prior_ < floor))
         if n_used < self.n_components / 2:
             # the rows use sum(prior) causes each in expectation, so at most
@@ -1585,7 +1592,12 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             # likelihood still rises (bodies, K = 150) or after it has
             # started to fall (R8, K = 100, 40 epochs), and with AVI on many
             # short documents (health news tweets, K = 50; User Guide)
-            if floor > _EMPTY_PRIOR:
+            if floor == _DEAD_PRIOR:
+                criterion = (f"prior >= {_DEAD_PRIOR}: below 100 rows the floor 1 / "
+                             f"n_samples = {1.0 / n_samples:.3g} of an empty cause "
+                             f"is capped at the prior of {_DEAD_PRIOR} of a cause "
+                             "in use")
+            elif floor > _EMPTY_PRIOR:
                 criterion = (f"prior >= 1 / n_samples = {floor:.3g}: on in at least "
                              "one training row in expectation")
             else:
