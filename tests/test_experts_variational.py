@@ -556,6 +556,42 @@ def test_diagonal_gaussian_elbo_non_decreasing_and_equal_to_full_formula(sparse)
     assert state.value <= full_fit.objective + 1e-6
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_columns_of_zeros_stay_at_the_prior_in_the_factorized_start(sparse):
+    """A column of zeros takes no part in the BMEM-G bound, so the factorized
+    start runs on the other columns and puts these at the prior (mean 0,
+    variance sigma^2, KL 0): the same ELBO on all the columns, and a fixed
+    point there of the iteration on all of them. Before, the start iterated
+    over every column: 104 of the 117 s of a fit on 200 rows of 2,000,000
+    mostly empty columns (test_sparse_two_million_columns_no_dense_square)."""
+    X, y = _two_expert_data(n=200)
+    p = 9
+    support = np.array([0, 3, 4, 8])  # the four columns of X among five zeros
+    full = np.zeros((200, p))
+    full[:, support] = X
+    if sparse:
+        full = sp.csr_matrix(full)
+    sigma = 2.0
+    used = V.column_support(full)
+    assert used.dtype == np.int64 and used.tolist() == support.tolist()
+    state, _ = _diagonal_state(full[:, used], y, 2, sigma, 15)
+    value = state.value
+    V.embed_columns(state, used, p, sigma)
+    empty = np.setdiff1d(np.arange(p), used)
+    for means, variances in zip(state.means, state.covs, strict=True):
+        assert means.shape == variances.shape == (2, p)
+        assert np.all(means[:, empty] == 0.0)
+        assert np.all(variances[:, empty] == sigma**2)
+    state.aux = state.weights = None
+    np.testing.assert_allclose(V.gaussian_objective_and_aux(full, y, state, sigma),
+                               value, rtol=1e-12)
+    V.diagonal_gaussian_iteration(full, V.squared_entries(full), y, state, sigma)
+    for means, variances in zip(state.means, state.covs, strict=True):
+        assert np.all(means[:, empty] == 0.0)
+        np.testing.assert_allclose(variances[:, empty], sigma**2, rtol=1e-15)
+    assert state.value >= value - 1e-9 * abs(value)
+
+
 def test_diagonal_gaussian_update_is_the_coordinate_optimum():
     """At fixed auxiliaries the new variances are 1 / diag(I / sigma^2 - 2 Q_k)
     and the new means solve (I / sigma^2 - 2 Q_k) m_k = b_k (conjugate

@@ -39,8 +39,10 @@ from ._variational import (
     _init_params,
     _mean_directions,
     _use_statistics,
+    column_support,
     diagonal_gaussian_init,
     diagonal_gaussian_iteration,
+    embed_columns,
     gaussian_init,
     gaussian_iteration,
     gaussian_objective_and_aux,
@@ -682,9 +684,18 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
             rows = np.sort(rng.choice(rows.size, _CANDIDATE_ROWS, replace=False))
         Xc, yc = X[rows], y[rows]
         sigma = self.prior_std
+        support = None
         if diagonal:  # variances (2 K p floats a candidate) from the start
+            # the columns of zeros in these rows stay at the prior, their
+            # optimum (column_support): on 200 rows of 2,000,000 mostly empty
+            # columns the start took 104 s of vector operations over them
+            used = column_support(Xc)
+            if 0 < used.size < p:
+                support, Xc = used, Xc[:, used]
             X2, XT = squared_entries(Xc), transposed(Xc)
-            candidates = [diagonal_gaussian_init(K, p, sigma, rng, _GAUSSIAN_INIT_SCALE)
+            # the same draw per column as on all p columns: N(0, scale^2 / p)
+            scale = _GAUSSIAN_INIT_SCALE * np.sqrt(Xc.shape[1] / p)
+            candidates = [diagonal_gaussian_init(K, Xc.shape[1], sigma, rng, scale)
                           for _ in range(_N_CANDIDATES)]
 
             def step(state):
@@ -731,6 +742,8 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
             step(best)
         if rows.size < X.shape[0]:
             best.aux = None  # its auxiliaries belong to the candidates' rows
+        if support is not None:
+            embed_columns(best, support, p, sigma)
         best.omega = 2.0
         return best
 

@@ -1623,6 +1623,37 @@ def diagonal_gaussian_init(K, p, sigma, rng, init_scale=1.0):
                          diagonal=True)
 
 
+def column_support(X):
+    """Indices (int64, increasing) of the columns of X with a stored or non-zero entry.
+
+    A column of zeros takes no part in the likelihood of the BMEM-G bound:
+    its coordinate of b_k and of Q_k vanish, so under a factorized q its
+    optimum is the prior, mean 0 and variance sigma^2, with a KL of 0
+    (:func:`embed_columns`).
+    """
+    if sp.issparse(X):
+        return np.flatnonzero(sp.csc_matrix(X).getnnz(axis=0)).astype(np.int64)
+    return np.flatnonzero(np.any(np.asarray(X) != 0, axis=0)).astype(np.int64)
+
+
+def embed_columns(state, support, p, sigma):
+    """A factorized BMEM-G state fitted on the columns ``support`` of a design
+    with ``p`` columns, extended to all of them at the prior (means 0,
+    variances sigma^2), where the other columns' optimum is: the same ELBO.
+    ``state`` is updated in place and returned."""
+    def extend(blocks, fill):
+        out = []
+        for block in blocks:
+            full = np.full((block.shape[0], p), fill)
+            full[:, support] = block
+            out.append(full)
+        return out
+
+    state.means = extend(state.means, 0.0)
+    state.covs = extend(state.covs, sigma**2)
+    return state
+
+
 def squared_entries(X):
     """X with every entry squared, same format (CSR stays CSR): x_nj^2."""
     if sp.issparse(X):
