@@ -1692,7 +1692,8 @@ def section_truth(run, results, quick, seeds=None, Ks=None):
 
 def _paired_options(run, results, quick, seeds, *, section, param, values,
                     methods, title):
-    """Default fits with ``param`` set to each of ``values``, paired by seed:
+    """Default fits with ``param`` set to each of ``values`` (two or more),
+    paired by seed:
     synthetic documents with known causes (work_truth) and Reuters bodies and
     R8 (work_ttq without the curve); one table row per data set, method and
     seed."""
@@ -1731,11 +1732,12 @@ def _paired_options(run, results, quick, seeds, *, section, param, values,
                     *[f"{r[in_use]}/{K}" for r in pair],
                     *[_f(r["fit_seconds"], ".1f") for r in pair]])
     results[section] = res
-    first, second = (f"{v}" for v in values)
+    first, *others = (f"{v}" for v in values)
     return [table(
-        ["data", "K", "method", "seed", f"test ELBO {first}", second,
-         f"recovered or accuracy {first}", second, f"in use {first}", second,
-         f"fit s {first}", second],
+        ["data", "K", "method", "seed",
+         f"test ELBO {first}", *others,
+         f"recovered or accuracy {first}", *others, f"in use {first}", *others,
+         f"fit s {first}", *others],
         rows,
         title=title,
         notes=[
@@ -1758,11 +1760,11 @@ def section_splits(run, results, quick, seeds=None):
 
 
 def section_seeding(run, results, quick, seeds=None):
-    """init="data" against init="k-means++", ACP and AVI, paired by seed."""
-    print('\n[seeding] init="data" and init="k-means++"', flush=True)
+    """init="data", "k-means++" and "cooccurrence", ACP and AVI, paired by seed."""
+    print('\n[seeding] init="data", "k-means++" and "cooccurrence"', flush=True)
     return _paired_options(
         run, results, quick, seeds, section="seeding", param="init",
-        values=("data", "k-means++"), methods=("acp", "avi"),
+        values=("data", "k-means++", "cooccurrence"), methods=("acp", "avi"),
         title="Seed rows (NoisyORFactorizer(K, init=...))")
 
 

@@ -20,8 +20,9 @@ ESTIMATORS = [
     # (init="k-means++" here, so that scikit-learn's checks also cover it)
     NoisyORFactorizer(n_components=3, inference="avi", hidden_layer_sizes=(8,),
                       max_iter=5, n_elbo_samples=20, init="k-means++", random_state=0),
+    # (and init="cooccurrence" here)
     NoisyORFactorizer(n_components=3, inference="svi", max_iter=5, n_transform_steps=10,
-                      n_elbo_samples=20, random_state=0),
+                      n_elbo_samples=20, init="cooccurrence", random_state=0),
     NoisyORFactorizer(n_components=3, inference="jj", max_iter=5, n_transform_steps=10,
                       n_elbo_samples=20, random_state=0),
 ] + [

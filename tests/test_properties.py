@@ -133,7 +133,7 @@ def _exercise(estimator, X, y, methods):
     batch_size=st.sampled_from(["auto", 1, 7]),
     transform_output=st.sampled_from(["logit", "probability"]),
     n_init=st.sampled_from([1, 2]),
-    init=st.sampled_from(["data", "k-means++", "random"]),
+    init=st.sampled_from(["data", "k-means++", "cooccurrence", "random"]),
 )
 def test_noisy_or_property(X, inference, n_components, learning_rate, tol, binarize,
                            n_mc_samples, batch_size, transform_output, n_init, init):

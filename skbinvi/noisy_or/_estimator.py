@@ -15,6 +15,7 @@ from sklearn.base import (
 from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import normalize
+from sklearn.random_projection import SparseRandomProjection
 from sklearn.utils import gen_batches
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
@@ -72,6 +73,78 @@ def _spread_seeds(X, n_seeds, rng):
     rows = normalize(sp.csr_matrix(X[candidates], dtype=np.float64))
     _, chosen = kmeans_plusplus(rows, n_seeds, random_state=rng.randint(2**31 - 1))
     return candidates[chosen]
+
+
+# init="cooccurrence": the candidate seed features are those active in at
+# least max(_SEED_MIN_ROWS, _SEED_MIN_SHARE n) of the n rows read (and not in
+# every row); k-means++ spreads them on a random projection of their
+# co-occurrence profiles to _PROFILE_DIMS dimensions (exact profiles when there
+# are no more features than that). 0.15 s for K = 150 on the 5,048 Reuters
+# bodies, 5,142 words.
+_SEED_MIN_ROWS = 5
+_SEED_MIN_SHARE = 0.002
+_PROFILE_DIMS = 256
+
+
+def _cooccurrence_seeds(X, n_seeds, rng):
+    """Dense (n_features, n_seeds) seed weights from feature co-occurrence.
+
+    Reads a uniform subsample of at most ``_SPREAD_ROWS`` rows of the binary
+    CSR matrix X. The profile of feature j is its lift over every feature i,
+    ``(P(x_i | x_j) - P(x_i)) / (1 - P(x_i))``: 1 for j itself and for a
+    feature always on with j, 0 for one independent of j. k-means++ seeding
+    (:func:`~sklearn.cluster.kmeans_plusplus`) on the profiles scaled to unit
+    norm (through a :class:`~sklearn.random_projection.SparseRandomProjection`
+    when there are more than ``_PROFILE_DIMS`` features) picks ``n_seeds``
+    candidate features (see ``_SEED_MIN_ROWS``) that co-occur with different
+    groups of features. Seed k puts weight ``_SEED_WEIGHT`` times the positive
+    part of the lift of its feature on every feature, scaled down to at most
+    ``_SEED_EVIDENCE`` nats in all, as ``_seed_weights`` caps a seed row: the
+    cause starts on the features that come with its seed feature rather than
+    on one row. When fewer features are candidates than seeds are asked for,
+    the rest are seed rows drawn uniformly (``_seed_weights``).
+    """
+    n_samples, n_features = X.shape
+    rows = np.arange(n_samples)
+    if n_samples > _SPREAD_ROWS:
+        rows = np.sort(rng.choice(n_samples, size=_SPREAD_ROWS, replace=False))
+    Xs = sp.csr_matrix(X[rows], dtype=np.float64)
+    n = Xs.shape[0]
+    count = np.asarray(Xs.sum(axis=0)).ravel()
+    freq = count / n
+    room = np.maximum(1.0 - freq, 1.0 / n)  # 1 - P(x_i), > 0 for the always-on
+    varying = (count > 0) & (count < n)
+    candidates = np.flatnonzero(varying & (count >= max(_SEED_MIN_ROWS,
+                                                        _SEED_MIN_SHARE * n)))
+    if candidates.size < n_seeds:
+        candidates = np.flatnonzero(varying)
+    n_words = min(n_seeds, candidates.size)
+    weights = np.zeros((n_features, n_seeds))
+    if n_words:
+        Xc = Xs[:, candidates].tocsc()
+        scaled = sp.csr_matrix(Xs.multiply(1.0 / room[None, :]))
+        if n_features <= _PROFILE_DIMS:
+            profile = (Xc.T @ scaled).toarray() / count[candidates, None]
+            profile -= freq / room
+        else:
+            projection = SparseRandomProjection(
+                _PROFILE_DIMS, dense_output=True, random_state=rng.randint(2**31 - 1))
+            projected = projection.fit_transform(scaled)
+            profile = Xc.T @ projected / count[candidates, None]
+            profile -= projection.transform((freq / room)[None, :])
+        _, chosen = kmeans_plusplus(normalize(profile), n_words,
+                                    random_state=rng.randint(2**31 - 1))
+        words = candidates[chosen]
+        together = (Xs[:, words].T @ Xs).toarray() / count[words, None]
+        lift = np.maximum(together - freq, 0.0) / room
+        total = _SEED_WEIGHT * lift.sum(axis=1)
+        scale = _SEED_WEIGHT * np.minimum(1.0, _SEED_EVIDENCE / np.maximum(total, 1e-300))
+        weights[:, :n_words] = (lift * scale[:, None]).T
+    if n_words < n_seeds:
+        missing = n_seeds - n_words
+        extra = rng.choice(n_samples, size=missing, replace=n_samples < missing)
+        weights[:, n_words:] = _seed_weights(X, extra)
+    return weights
 
 
 def _softplus_inverse(y):
@@ -256,7 +329,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         Number of latent causes K.
     inference : {"acp", "avi", "svi", "jj"}, default="acp"
         Inference method (see above).
-    init : {"data", "k-means++", "random"}, default="data"
+    init : {"data", "k-means++", "cooccurrence", "random"}, default="data"
         Initialization of the weights theta. All start from small random
         weights (column sums of order one) and a leak that explains each
         feature's frequency alone. With "data", each cause also gets weight
@@ -284,6 +357,26 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         with :meth:`score`, for example in
         :class:`~sklearn.model_selection.GridSearchCV`; see the user guide,
         "Initialization and restarts".
+        "cooccurrence" seeds each cause on a feature rather than on a row:
+        cause k starts with weight 0.3 times the lift of every feature i
+        over its seed feature j, max(P(x_i | x_j) - P(x_i), 0) / (1 - P(x_i))
+        (1 on j itself, 0 on a feature independent of j), scaled down to at
+        most 3 nats in all, so it starts on the features that come with j.
+        k-means++ on the features' co-occurrence profiles (randomly
+        projected to 256 dimensions) chooses seed features that come with
+        different groups of features, among those active in at least
+        max(5, 0.002 n) of the n rows read (at most 10,000). It costs about
+        0.15 s for K = 150 on 5,000 Reuters bodies. Measured with default
+        settings otherwise, ACP and AVI, seeds 0 and 1: the test ELBO is
+        higher than with "data" in every fit on Reuters headlines (K = 50,
+        +0.6 to +1.0 nats per document, exact match +1.2 to +4.9 points),
+        binarized MNIST (K = 50, +4.7 to +9.8 nats per image, accuracy -0.9
+        to +0.7 points) and synthetic documents with known causes (more of
+        them recovered). On Reuters bodies and R8 fewer causes keep a prior
+        above 0.01: once the frequent causes explain the data well, the
+        likelihood switches the rare ones off (user guide, "Initialization
+        and restarts" and "Unused causes"). Not the default for that reason
+        and because it is new; compare it with "data" on held-out rows.
     hidden_layer_sizes : array-like of int, default=(100,)
         Sizes of the encoder's hidden layers (at least one layer); not used
         by "svi" and "jj". The first layer and the "acp" head cost O(H) per
@@ -573,7 +666,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         **FIT_LOOP_CONSTRAINTS,
         "n_components": [IntInterval(1, None, closed="left")],
         "inference": [StrOptions({"acp", "avi", "svi", "jj"})],
-        "init": [StrOptions({"data", "k-means++", "random"})],
+        "init": [StrOptions({"data", "k-means++", "cooccurrence", "random"})],
         "hidden_layer_sizes": ["array-like", IntInterval(1, None, closed="left")],
         "activation": [StrOptions({"relu", "tanh"})],
         "n_mc_samples": [IntInterval(1, None, closed="left")],
@@ -688,13 +781,17 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         # init="data", cause k also starts with weight min(0.3, 3 / m) on the m
         # active features of a random training row (a seed, as k-means seeds on
         # data points; see _SEED_EVIDENCE); with init="k-means++" the seed
-        # rows are chosen by k-means++ (_spread_seeds).
+        # rows are chosen by k-means++ (_spread_seeds); with
+        # init="cooccurrence" each cause starts on the features that come with
+        # one seed feature (_cooccurrence_seeds).
         theta0 = rng.uniform(0.5, 1.5, size=(n_features, K)) / n_features
         if self.init == "data":
             seeds = rng.choice(n_samples, size=K, replace=n_samples < K)
             theta0 += _seed_weights(X, seeds)
         elif self.init == "k-means++":
             theta0 += _seed_weights(X, _spread_seeds(X, K, rng))
+        elif self.init == "cooccurrence":
+            theta0 += _cooccurrence_seeds(X, K, rng)
         self._theta_raw = _softplus_inverse(theta0)
         self._logit_prior = np.full(K, logit(min(0.5, 5.0 / K) if K > 1 else 0.5))
         fan_in = [n_features] + sizes[:-1] if sizes else []  # no encoder: []
