@@ -67,8 +67,8 @@ splits (only when asked: ``--sections splits``)
     on Reuters bodies and R8 (K = 100, 150); seeds 0 and 1 unless
     ``--ttq-seeds``. About 12 minutes.
 seeding (only when asked: ``--sections seeding``)
-    ``init="data"`` against ``init="k-means++"``, ACP and AVI, paired by
-    seed, on the same data as ``splits``; seeds 0 and 1 unless
+    ``init="data"``, ``"k-means++"`` and ``"cooccurrence"``, ACP and AVI,
+    paired by seed, on the same data as ``splits``; seeds 0 and 1 unless
     ``--ttq-seeds``. About 15 minutes.
 truth (only when asked: ``--sections truth``)
     Causes in use when the truth is known: synthetic noisy-OR documents
