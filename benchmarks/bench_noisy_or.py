@@ -64,7 +64,8 @@ tighter (only when asked: ``--sections tighter``)
 splits (only when asked: ``--sections splits``)
     ACP with and without ``split_moves=True``, paired by seed, on the truth
     section's synthetic documents (K = 50, 100; flat, zipf, steep priors) and
-    on Reuters bodies and R8 (K = 100, 150); seeds 0 and 1 unless
+    on Reuters bodies and R8 (K = 100, 150), or only on ``--ttq-corpora``
+    at ``--components`` (default 100, 150); seeds 0 and 1 unless
     ``--ttq-seeds``. About 12 minutes.
 seeding (only when asked: ``--sections seeding``)
     ``init="data"``, ``"k-means++"`` and ``"cooccurrence"``, ACP and AVI,
@@ -1234,9 +1235,11 @@ def main(argv=None):
             tables += section_truth(run, results, quick, args.ttq_seeds,
                                     args.components)
         if "splits" in args.sections:
-            tables += section_splits(run, results, quick, args.ttq_seeds)
+            tables += section_splits(run, results, quick, args.ttq_seeds,
+                                     args.ttq_corpora, args.components)
         if "seeding" in args.sections:
-            tables += section_seeding(run, results, quick, args.ttq_seeds)
+            tables += section_seeding(run, results, quick, args.ttq_seeds,
+                                      args.ttq_corpora, args.components)
         if "encoder" in args.sections:
             tables += section_encoder(run, results, quick, args.ttq_seeds,
                                       args.ttq_corpora, args.components)
@@ -1691,18 +1694,23 @@ def section_truth(run, results, quick, seeds=None, Ks=None):
 
 
 def _paired_options(run, results, quick, seeds, *, section, param, values,
-                    methods, title):
+                    methods, title, corpora=None, Ks=None):
     """Default fits with ``param`` set to each of ``values`` (two or more),
     paired by seed:
     synthetic documents with known causes (work_truth) and Reuters bodies and
     R8 (work_ttq without the curve); one table row per data set, method and
-    seed."""
+    seed. With ``corpora`` (``--ttq-corpora``) only those, at ``Ks``
+    (``--components``, default 100 and 150), and no synthetic documents."""
     seeds = seeds or [0, 1]
     res, rows = {}, []
     synthetic = [(50, "flat")] if quick else [
         (K, skew) for K in (50, 100) for skew in ("flat", "zipf", "steep")]
-    corpora = [("body", 100)] if quick else [
-        (corpus, K) for corpus in ("body", "r8") for K in (100, 150)]
+    if corpora:
+        synthetic = []
+        corpora = [(corpus, K) for corpus in corpora for K in (Ks or [100, 150])]
+    else:
+        corpora = [("body", 100)] if quick else [
+            (corpus, K) for corpus in ("body", "r8") for K in (100, 150)]
     # (worker, name in the table, configuration, quality key, its format)
     jobs = [("truth", f"synthetic {skew}", {"K": K, "skew": skew}, "recovered", None)
             for K, skew in synthetic]
@@ -1750,22 +1758,23 @@ def _paired_options(run, results, quick, seeds, *, section, param, values,
     )]
 
 
-def section_splits(run, results, quick, seeds=None):
+def section_splits(run, results, quick, seeds=None, corpora=None, Ks=None):
     """ACP with and without split_moves=True, paired by seed."""
     print("\n[splits] split moves on and off (ACP)", flush=True)
     return _paired_options(
         run, results, quick, seeds, section="splits", param="split_moves",
         values=(False, True), methods=("acp",),
-        title="Split moves (NoisyORFactorizer(K, split_moves=...), ACP)")
+        title="Split moves (NoisyORFactorizer(K, split_moves=...), ACP)",
+        corpora=corpora, Ks=Ks)
 
 
-def section_seeding(run, results, quick, seeds=None):
+def section_seeding(run, results, quick, seeds=None, corpora=None, Ks=None):
     """init="data", "k-means++" and "cooccurrence", ACP and AVI, paired by seed."""
     print('\n[seeding] init="data", "k-means++" and "cooccurrence"', flush=True)
     return _paired_options(
         run, results, quick, seeds, section="seeding", param="init",
         values=("data", "k-means++", "cooccurrence"), methods=("acp", "avi"),
-        title="Seed rows (NoisyORFactorizer(K, init=...))")
+        title="Seeds (NoisyORFactorizer(K, init=...))", corpora=corpora, Ks=Ks)
 
 
 def section_encoder(run, results, quick, seeds=None, corpora=None, Ks=None):
