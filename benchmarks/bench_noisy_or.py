@@ -71,6 +71,10 @@ seeding (only when asked: ``--sections seeding``)
     ``init="data"``, ``"k-means++"`` and ``"cooccurrence"``, ACP and AVI,
     paired by seed, on the same data as ``splits``; seeds 0 and 1 unless
     ``--ttq-seeds``. About 15 minutes.
+smoothing (only when asked: ``--sections smoothing``)
+    ``prior_smoothing=0.0`` (the default), ``0.003`` and ``0.01``, ACP and
+    AVI, paired by seed, on the same data as ``splits``; seeds 0 and 1
+    unless ``--ttq-seeds``.
 truth (only when asked: ``--sections truth``)
     Causes in use when the truth is known: synthetic noisy-OR documents
     (``make_noisy_or``: 5,000 training and 2,000 test rows, 3,000 words, each
@@ -1090,7 +1094,8 @@ def main(argv=None):
         nargs="+",
         default=["compile", "reuters", "ttq", "scaling"],
         choices=["compile", "reuters", "ttq", "scaling", "rare", "truth",
-                 "pruning", "tighter", "splits", "seeding", "encoder"],
+                 "pruning", "tighter", "splits", "seeding", "smoothing",
+                 "encoder"],
     )
     parser.add_argument(
         "--ttq-seeds",
@@ -1240,6 +1245,9 @@ def main(argv=None):
         if "seeding" in args.sections:
             tables += section_seeding(run, results, quick, args.ttq_seeds,
                                       args.ttq_corpora, args.components)
+        if "smoothing" in args.sections:
+            tables += section_smoothing(run, results, quick, args.ttq_seeds,
+                                        args.ttq_corpora, args.components)
         if "encoder" in args.sections:
             tables += section_encoder(run, results, quick, args.ttq_seeds,
                                       args.ttq_corpora, args.components)
@@ -1775,6 +1783,17 @@ def section_seeding(run, results, quick, seeds=None, corpora=None, Ks=None):
         run, results, quick, seeds, section="seeding", param="init",
         values=("data", "k-means++", "cooccurrence"), methods=("acp", "avi"),
         title="Seeds (NoisyORFactorizer(K, init=...))", corpora=corpora, Ks=Ks)
+
+
+def section_smoothing(run, results, quick, seeds=None, corpora=None, Ks=None):
+    """prior_smoothing 0 (maximum likelihood), 0.003 and 0.01, ACP and AVI,
+    paired by seed."""
+    print("\n[smoothing] prior_smoothing=0.0, 0.003 and 0.01", flush=True)
+    return _paired_options(
+        run, results, quick, seeds, section="smoothing", param="prior_smoothing",
+        values=(0.0, 0.003, 0.01), methods=("acp", "avi"),
+        title="Smoothed priors (NoisyORFactorizer(K, prior_smoothing=...))",
+        corpora=corpora, Ks=Ks)
 
 
 def section_encoder(run, results, quick, seeds=None, corpora=None, Ks=None):

@@ -23,8 +23,9 @@ ESTIMATORS = [
     # (and init="cooccurrence" here)
     NoisyORFactorizer(n_components=3, inference="svi", max_iter=5, n_transform_steps=10,
                       n_elbo_samples=20, init="cooccurrence", random_state=0),
+    # (and prior_smoothing here)
     NoisyORFactorizer(n_components=3, inference="jj", max_iter=5, n_transform_steps=10,
-                      n_elbo_samples=20, random_state=0),
+                      n_elbo_samples=20, prior_smoothing=0.01, random_state=0),
 ] + [
     LatentFeatureRelational(n_components=3, inference="mcvi", max_iter=5,
                             random_state=0),

@@ -499,3 +499,34 @@ def test_em_on_synthetic_data_finds_patterns():
                              logit(truth.prior), n_iter=20, n_inner=3, n_newton=5)
     assert np.all(_matched_cosines(truth.components, at_truth.theta.T) >= 0.95)
     assert at_truth.bound_m[-1] > fit.bound_m[-1]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_m_step_prior_smoothing_is_the_map_prior(seed):
+    """With prior_smoothing a the prior is (mean q + a) / (1 + a), the maximizer
+    of the bound plus a B sum_k log mu_k (a Beta(1 + a B, 1) prior on each
+    mu_k): any other mu scores lower, and theta and the leak are those of the
+    unsmoothed M-step (the objective separates)."""
+    a = 0.05
+    X, theta, leak, logit_q, logit_prior, r = _problem(seed, B=10, D=12, K=4)
+    leak = np.maximum(leak, FLOOR)
+    plain = [theta.copy(), leak.copy(), logit_prior.copy()]
+    jj.jj_m_step(*_csr(X), logit_q, r, *plain, 3, 1e-12)
+    jj.jj_m_step(*_csr(X), logit_q, r, theta, leak, logit_prior, 3, 1e-12, FLOOR, a)
+    q_mean = expit(logit_q).mean(axis=0)
+    assert_allclose(expit(logit_prior), (q_mean + a) / (1 + a), rtol=1e-10)
+    assert np.all(expit(logit_prior) >= a / (1 + a))
+    assert_allclose(theta, plain[0], rtol=1e-12)
+    assert_allclose(leak, plain[1], rtol=1e-12)
+    B = X.shape[0]
+
+    def objective(lp):
+        return (_total_bound(X, theta, leak, logit_q, lp, r)
+                + a * B * np.log(expit(lp)).sum())
+
+    best = objective(logit_prior)
+    for k in range(logit_prior.size):
+        for step in (-0.05, 0.05):
+            moved = logit_prior.copy()
+            moved[k] += step
+            assert objective(moved) < best

@@ -274,12 +274,16 @@ def test_gather_dots_equal_plain_loops_bit_for_bit(P, mask):
 
 @pytest.mark.parametrize("inference", ["acp", "avi"])
 @pytest.mark.parametrize("activation", ["relu", "tanh"])
-def test_estimator_gradients_finite_differences(inference, activation):
-    """Every parameter's gradient, end to end (encoder, heads, softplus/sigmoid)."""
+@pytest.mark.parametrize("prior_smoothing", [0.0, 0.2])
+def test_estimator_gradients_finite_differences(inference, activation, prior_smoothing):
+    """Every parameter's gradient, end to end (encoder, heads, softplus/sigmoid).
+
+    With ``prior_smoothing`` a > 0 the objective is the relaxed ELBO plus
+    a B sum_k log mu_k (the Beta(1 + a N, 1) prior's share of the B rows)."""
     X, *_ = _problem(seed=6, B=6, D=10, K=3, density=0.35)
     est = NoisyORFactorizer(
         n_components=3, inference=inference, hidden_layer_sizes=(5, 4),
-        activation=activation, n_mc_samples=3,
+        activation=activation, n_mc_samples=3, prior_smoothing=prior_smoothing,
     )
     rng = np.random.RandomState(0)
     est._initialize(X, None, rng)
@@ -292,7 +296,8 @@ def test_estimator_gradients_finite_differences(inference, activation):
 
     def objective():
         est._sync_constrained()
-        return est._full_gradients(X, uniforms, tau)[1].sum()
+        penalty = X.shape[0] * prior_smoothing * np.log(expit(est._logit_prior)).sum()
+        return est._full_gradients(X, uniforms, tau)[1].sum() + penalty
 
     eps = 1e-6
     for param, grad in zip(est._parameters(), grads, strict=True):

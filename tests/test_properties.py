@@ -134,15 +134,17 @@ def _exercise(estimator, X, y, methods):
     transform_output=st.sampled_from(["logit", "probability"]),
     n_init=st.sampled_from([1, 2]),
     init=st.sampled_from(["data", "k-means++", "cooccurrence", "random"]),
+    prior_smoothing=st.sampled_from([0.0, 0.01, 100.0]),
 )
 def test_noisy_or_property(X, inference, n_components, learning_rate, tol, binarize,
-                           n_mc_samples, batch_size, transform_output, n_init, init):
+                           n_mc_samples, batch_size, transform_output, n_init, init,
+                           prior_smoothing):
     model = NoisyORFactorizer(
         n_components, inference=inference, hidden_layer_sizes=(4,), max_iter=2,
         learning_rate=learning_rate, tol=tol, binarize=binarize,
         n_mc_samples=n_mc_samples, n_elbo_samples=5, n_transform_steps=5,
         batch_size=batch_size, transform_output=transform_output, n_init=n_init,
-        init=init, random_state=0,
+        init=init, prior_smoothing=prior_smoothing, random_state=0,
     )
     methods = [("transform", (X,)), ("score", (X,)), ("score_samples", (X,)),
                ("elbo", (X,)), ("fit_transform", (X,)), ("partial_fit", (X,)),

@@ -1041,11 +1041,13 @@ def _line_search(t0, t, d0, d, g0, g, cur, p0, p1, entries, rows, q, r,
 
 @njit
 def jj_m_step(indptr, indices, logit_q, r, theta, leak, logit_prior,
-              n_newton=10, tol=1e-12, leak_min=LEAK_FLOOR):
+              n_newton=10, tol=1e-12, leak_min=LEAK_FLOOR, prior_smoothing=0.0):
     """M-step: maximize sum_n B_n over theta in [0, THETA_MAX], leak >= leak_min, mu.
 
-    mu has the closed form ``mu_k = mean_n q_nk`` (clipped to
-    [PRIOR_CLIP, 1 - PRIOR_CLIP]). The bound separates over features: for
+    mu has the closed form ``mu_k = (mean_n q_nk + a) / (1 + a)`` with
+    ``a = prior_smoothing`` (clipped to [PRIOR_CLIP, 1 - PRIOR_CLIP]): the
+    maximizer of ``sum_n B_n + a B sum_k log mu_k``, the MAP estimate under a
+    Beta(1 + a B, 1) prior on each mu_k (``a = 0``: maximum likelihood). The bound separates over features: for
     feature i with entries j = (n, i), x_ni = 1,
 
         O_i(t0, t) = sum_j [ a_j f(t0) + sum_k r_jk q_nk f(t0 + t_k / r_jk) ]
@@ -1079,7 +1081,7 @@ def jj_m_step(indptr, indices, logit_q, r, theta, leak, logit_prior,
     leak : float64 array of shape (D,)
         Updated in place.
     logit_prior : float64 array of shape (K,)
-        Updated in place with logit(mean_n q_nk).
+        Updated in place with logit((mean_n q_nk + a) / (1 + a)).
     n_newton : int, default=10
         Maximum Newton iterations per feature.
     tol : float, default=1e-12
@@ -1092,6 +1094,8 @@ def jj_m_step(indptr, indices, logit_q, r, theta, leak, logit_prior,
         ``-log(1 - 1 / (B + 1))``, the leak of a word seen once in B + 1
         rows, the clip of its initial leak. A leak given below ``leak_min``
         is raised to it first.
+    prior_smoothing : float, default=0.0
+        ``a`` >= 0 above, in pseudo-documents per document.
 
     Returns
     -------
@@ -1114,7 +1118,8 @@ def jj_m_step(indptr, indices, logit_q, r, theta, leak, logit_prior,
             mean = 0.0
             for n in range(B):
                 mean += q[n, k]
-            mean = min(max(mean / B, PRIOR_CLIP), 1.0 - PRIOR_CLIP)
+            mean = (mean / B + prior_smoothing) / (1.0 + prior_smoothing)
+            mean = min(max(mean, PRIOR_CLIP), 1.0 - PRIOR_CLIP)
             logit_prior[k] = math.log(mean) - math.log1p(-mean)
     fptr, entries, rows = _by_feature(indptr, indices, D)
     c_inact = np.empty((D, K))
