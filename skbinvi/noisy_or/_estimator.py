@@ -546,9 +546,10 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         :math:`\mathrm{Beta}(1 + a N, 1)` prior with :math:`a` =
         ``prior_smoothing`` and :math:`N` documents. Each cause is counted as
         on in an extra :math:`a N` documents, so its prior's optimum is
-        :math:`(\bar q_k + a) / (1 + a)` and it stays at :math:`a / (1 + a)`
-        or more ("jj" reaches that optimum in closed form at every M-step; the
-        gradient methods move towards it). ``elbo_``, :meth:`score` and the
+        :math:`(\bar q_k + a) / (1 + a)`, at least :math:`a / (1 + a)`
+        ("jj" sets the prior to that optimum in closed form at every M-step;
+        the gradient methods move towards it). A negative value raises a
+        ``ValueError``. ``elbo_``, :meth:`score` and the
         validation ELBO of ``early_stopping`` are the ELBO alone. 0 (the
         default) is maximum likelihood, whose priors of rare causes fall
         below 0.01 on large corpora at K = 100 or more (User Guide, "Unused
