@@ -1047,8 +1047,9 @@ def jj_m_step(indptr, indices, logit_q, r, theta, leak, logit_prior,
     mu has the closed form ``mu_k = (mean_n q_nk + a) / (1 + a)`` with
     ``a = prior_smoothing`` (clipped to [PRIOR_CLIP, 1 - PRIOR_CLIP]): the
     maximizer of ``sum_n B_n + a B sum_k log mu_k``, the MAP estimate under a
-    Beta(1 + a B, 1) prior on each mu_k (``a = 0``: maximum likelihood). The bound separates over features: for
-    feature i with entries j = (n, i), x_ni = 1,
+    Beta(1 + a B, 1) prior on each mu_k (``a = 0``: maximum likelihood).
+    The bound separates over features: for feature i with entries
+    j = (n, i), x_ni = 1,
 
         O_i(t0, t) = sum_j [ a_j f(t0) + sum_k r_jk q_nk f(t0 + t_k / r_jk) ]
                      - (B - n_i) t0 - sum_k t_k (sum_n q_nk - sum_{j} q_nk),
