@@ -72,7 +72,8 @@ seeding (only when asked: ``--sections seeding``)
     paired by seed, on the same data as ``splits``; seeds 0 and 1 unless
     ``--ttq-seeds``. About 15 minutes.
 smoothing (only when asked: ``--sections smoothing``)
-    ``prior_smoothing=0.0`` (the default), ``0.003`` and ``0.01``, ACP and
+    ``prior_smoothing=0.0`` (maximum likelihood), ``0.003`` (the default)
+    and ``0.01``, ACP and
     AVI, paired by seed, on the same data as ``splits``; seeds 0 and 1
     unless ``--ttq-seeds``.
 truth (only when asked: ``--sections truth``)

@@ -338,10 +338,12 @@ fig.suptitle("Reuters-21578 headlines: noisy-OR features vs raw X")
 # The numbers of this paragraph and the next three were measured with the
 # previous version of the estimator (probabilities as features, the encoder
 # reading the raw rows, minibatches of 128 and 10 Monte Carlo samples). With
-# the current defaults (logit features refined by 5 local steps, 10 epochs),
-# seed 0 and all 5,048 documents, the exact match is 0.863, 0.928 and 0.920
-# for ACP and 0.885, 0.925 and 0.909 for AVI (``K`` = 50, 100, 150), and the
-# test ELBO -19.3 to -19.5 nats per document.
+# the current defaults (logit features refined by 5 local steps, 10 epochs,
+# ``prior_smoothing=0.003``), seed 0 and all 5,048 documents, the exact match
+# is 0.866, 0.926 and 0.928 for ACP and 0.889, 0.915 and 0.912 for AVI
+# (``K`` = 50, 100, 150; ``benchmarks/bench_noisy_or.py --sections ttq
+# --ttq-corpora headline``, 2026-12-04), and the test ELBO -19.3 to -19.6
+# nats per document.
 #
 # With 60 epochs and 5 seeds (``--n-jobs 2``: 28 minutes on 2 cores), the
 # noisy-OR features reach an exact-match score of 0.83 to 0.91 with all 5,048

@@ -462,7 +462,7 @@ def test_unused_causes_warning_names_the_remedy(inference):
     causes can be above 0.01). Before, "acp" fits were told to use "acp"."""
     X, _ = make_noisy_or(300, 30, 3, density=0.3, random_state=0)
     model = NoisyORFactorizer(4, inference=inference, max_iter=2,
-                              random_state=0).fit(X)
+                              prior_smoothing=0.0, random_state=0).fit(X)
     model._logit_prior[:3] = -10.0  # three of four causes unused
     model._logit_prior[3] = logit(0.02)
     with pytest.warns(UnusedLatentWarning) as record:

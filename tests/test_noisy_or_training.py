@@ -129,12 +129,15 @@ def test_window_is_short_on_reuters_and_grows_on_wide_sparse_data():
 @pytest.mark.parametrize("seed", [2, 3])
 def test_delayed_updates_train_as_well_as_plain_adam(seed, monkeypatch):
     """On wide data (window > 1) training reaches the ELBO and the causes of plain
-    Adam."""
+    Adam. With maximum-likelihood priors, as when the seeds were chosen: seed 3
+    ends in a local optimum with one cause unused (-32.5 nats per row against
+    -24.1 for the others) for both optimizers, and with prior_smoothing=0.003
+    the two leave it differently (-32.5 and -33.1, measured)."""
     X, truth = make_noisy_or(1500, 2000, 3, density=0.01, prior=0.3, leak=0.001,
                              sparse=True, random_state=2)
     support = truth.components > 0
     kwargs = dict(n_components=3, hidden_layer_sizes=(20,), batch_size=16,
-                  max_iter=20, random_state=seed)
+                  max_iter=20, prior_smoothing=0.0, random_state=seed)
     est = NoisyORFactorizer(**kwargs)
     n_batches = -(-X.shape[0] // est.batch_size)
     est.n_features_in_ = X.shape[1]
