@@ -131,7 +131,7 @@ def test_delayed_updates_train_as_well_as_plain_adam(seed, monkeypatch):
     """On wide data (window > 1) training reaches the ELBO and the causes of plain
     Adam. With maximum-likelihood priors, as when the seeds were chosen: seed 3
     ends in a local optimum with one cause unused (-32.5 nats per row against
-    -24.1 for the others) for both optimizers, and with prior_smoothing=0.003
+    -24.1 for seed 2) for both optimizers, and with prior_smoothing=0.003
     the two leave it differently (-32.5 and -33.1, measured)."""
     X, truth = make_noisy_or(1500, 2000, 3, density=0.01, prior=0.3, leak=0.001,
                              sparse=True, random_state=2)
