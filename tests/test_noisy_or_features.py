@@ -729,3 +729,28 @@ def test_prior_smoothing_keeps_rare_causes_in_use(inference):
     assert cost < 0.5, cost
     # the ELBO reported is the ELBO alone, without the prior's term
     assert_allclose(smoothed.elbo_, smoothed.score(X_train), rtol=0.02)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("inference, floor", [("acp", 0.9), ("avi", 0.7)])
+def test_default_fit_keeps_causes_in_use_on_reuters_bodies(inference, floor):
+    """The default fit (prior_smoothing=0.003) on the Reuters bodies at K = 150
+    keeps the causes that maximum likelihood lets fall below a prior of 0.01.
+
+    Measured (seed 0, default 10 epochs): ACP 147 of 150 above 0.01 against
+    128 with prior_smoothing=0.0; AVI 115 against 85 (seeds 0-2: 114-115
+    against 79-90). The floors, 90% of K for ACP (the issue's target) and 70%
+    for AVI, sit between the two, so the test fails if the default goes back
+    to maximum likelihood."""
+    K = 150
+    X = load_reuters(subset="train", text="body").data
+    counts = {}
+    for smoothing in ("default", 0.0):
+        params = {} if smoothing == "default" else {"prior_smoothing": smoothing}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnusedLatentWarning)
+            model = NoisyORFactorizer(K, inference=inference, random_state=0,
+                                      **params).fit(X)
+        counts[smoothing] = model.n_active_components_
+    assert counts["default"] >= floor * K, counts
+    assert counts[0.0] < floor * K, counts
