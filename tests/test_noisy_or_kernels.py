@@ -887,6 +887,48 @@ def test_part_count_keeps_parts_large_on_many_cores(monkeypatch):
     assert not _numba.parallel_pays(399_999, 400_000, n_tasks=5)
 
 
+def test_each_pass_goes_to_threads_from_its_own_threshold(monkeypatch):
+    """A pass is split from ``scale * PARALLEL_MIN_WORK`` on, no sooner (on
+    two threads, in two), with the ACP passes' scales at least the Monte
+    Carlo passes' 1; the first layer's product splits from its own
+    threshold on, with the product's numbers either way."""
+    from skbinvi import _numba
+    from skbinvi.noisy_or import _encoder
+
+    monkeypatch.setattr(_numba, "thread_count", lambda: 2)
+    base = _kernels.PARALLEL_MIN_WORK
+    scales = (1.0, _kernels.ACP_HEAD_SCALE, _kernels.ACP_LOGITS_SCALE,
+              _kernels.ACP_BACKWARD_SCALE)
+    assert scales == tuple(sorted(scales)) and scales[-1] > 1.0
+    B = 100
+    for scale in scales:
+        # rows of equal length: the work of the batch is B * length * per_entry
+        per_entry = 10.0
+        at = int(np.ceil(scale * base / (B * per_entry)))
+        indptr = np.arange(B + 1, dtype=np.int64) * at
+        parts = _kernels._row_parts(indptr, B, per_entry, scale=scale)
+        assert parts == [(0, B // 2), (B // 2, B)]
+        indptr_below = np.arange(B + 1, dtype=np.int64) * (at - 1)
+        assert _kernels._row_parts(indptr_below, B, per_entry, scale=scale) is None
+    # the first layer's product: one scipy product below its threshold
+    calls = []
+
+    def recording_run_parts(kernel, parts):
+        calls.append(parts)
+        return [kernel(*p) for p in parts]
+
+    monkeypatch.setattr(_encoder, "run_parts", recording_run_parts)
+    H, n_rows = 10, 3000
+    width = _encoder.PARALLEL_MIN_WORK // (H * n_rows)  # nnz * H == threshold
+    rng = np.random.default_rng(0)
+    for columns, split in ((width - 1, False), (width, True)):
+        X = sp.csr_matrix(np.ones((n_rows, columns)))
+        W = rng.random((columns, H))
+        calls.clear()
+        assert_array_equal(_encoder.sparse_dot(X, W), X @ W)
+        assert len(calls) == int(split)
+
+
 def test_run_parts_returns_in_order_and_raises():
     from skbinvi import _numba
 

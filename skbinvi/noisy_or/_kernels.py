@@ -1172,28 +1172,42 @@ def log_importance_weights(indptr, indices, theta, leak, colsum, leak_sum, logit
 
 # Work (multiply-adds, about) from which a pass over a batch is split
 # between threads; below it, handing the parts to threads costs more than
-# they save (measured break-even on two threads: about a quarter of it)
-PARALLEL_MIN_WORK = 400_000
+# they save. Measured on two cores (Intel Xeon, 2026-12-04; it depends on the
+# machine) by running each call of default fits on one thread or two at
+# random and comparing the medians: the Monte Carlo passes (relaxed ELBO
+# gradient, true ELBO, local steps) break even at about 1e6.
+PARALLEL_MIN_WORK = 1_000_000
+# The passes with less work per entry to share, or whose split form does
+# extra work, need more (multiples of PARALLEL_MIN_WORK; same measurements):
+# the ACP head breaks even at about 1.2e6, its logits at 1.5e6 to 2e6, and
+# the ACP backward pass, split into a pass over the rows and one over the
+# features with a counting sort of the entries between them, at about 4e6.
+ACP_HEAD_SCALE = 1.5
+ACP_LOGITS_SCALE = 2.0
+ACP_BACKWARD_SCALE = 4.0
 
 
-def _row_parts(indptr, n_rows, per_entry, per_row=0):
+def _row_parts(indptr, n_rows, per_entry, per_row=0, scale=1.0):
     """Ranges of rows of equal work for the threads, or None for one thread.
 
-    The work of a row is ``per_entry`` per stored entry plus ``per_row``.
+    The work of a row is ``per_entry`` per stored entry plus ``per_row``; the
+    pass runs on threads from ``scale * PARALLEL_MIN_WORK`` on.
     """
     cumulative = (indptr[:n_rows + 1] - indptr[0]) * float(per_entry) \
         + np.arange(n_rows + 1) * float(per_row)
-    if not parallel_pays(cumulative[-1], PARALLEL_MIN_WORK, n_tasks=n_rows):
+    min_work = scale * PARALLEL_MIN_WORK
+    if not parallel_pays(cumulative[-1], min_work, n_tasks=n_rows):
         return None
-    return balanced_parts(cumulative, part_count(cumulative[-1], PARALLEL_MIN_WORK))
+    return balanced_parts(cumulative, part_count(cumulative[-1], min_work))
 
 
-def _feature_parts(colptr, per_entry, per_feature):
+def _feature_parts(colptr, per_entry, per_feature, scale=1.0):
     """Ranges of features of equal work for the threads (see
     :func:`column_entries` for ``colptr``)."""
     cumulative = colptr * float(per_entry) \
         + np.arange(colptr.shape[0]) * float(per_feature)
-    return balanced_parts(cumulative, part_count(cumulative[-1], PARALLEL_MIN_WORK))
+    return balanced_parts(cumulative,
+                          part_count(cumulative[-1], scale * PARALLEL_MIN_WORK))
 
 
 def _split_rows(serial, part, parts, args, extra=()):
@@ -1265,14 +1279,16 @@ def relaxed_elbo_grad_rows(indptr, indices, theta, leak, colsum, leak_sum, logit
 
 def acp_psi_rows(indptr, indices, hidden, coef_out, intercept_out, pre_out, psi_out):
     """:func:`acp_psi`, split between threads when the batch is large."""
-    _split_rows(acp_psi, _acp_psi_range, _row_parts(indptr, *hidden.shape),
+    _split_rows(acp_psi, _acp_psi_range,
+                _row_parts(indptr, *hidden.shape, scale=ACP_HEAD_SCALE),
                 (indptr, indices, hidden, coef_out, intercept_out, pre_out, psi_out))
 
 
 def acp_logits_rows(indptr, indices, psi, theta, colsum, logit_prior, out):
     """:func:`acp_logits`, split between threads when the batch is large."""
     B, K = out.shape
-    _split_rows(acp_logits, _acp_logits_range, _row_parts(indptr, B, K, K),
+    _split_rows(acp_logits, _acp_logits_range,
+                _row_parts(indptr, B, K, K, scale=ACP_LOGITS_SCALE),
                 (indptr, indices, psi, theta, colsum, logit_prior, out))
 
 
@@ -1282,7 +1298,7 @@ def acp_backward_rows(indptr, indices, g_logit_q, psi, pre, theta, hidden, coef_
     batch is large (the same numbers to the last bit)."""
     B, H = hidden.shape
     K = theta.shape[1]
-    parts = _row_parts(indptr, B, 2 * (K + H))
+    parts = _row_parts(indptr, B, 2 * (K + H), scale=ACP_BACKWARD_SCALE)
     if parts is None:
         acp_backward(indptr, indices, g_logit_q, psi, pre, theta, hidden, coef_out,
                      g_theta, g_theta_dense, g_coef_out, g_intercept_out, g_hidden)
@@ -1297,4 +1313,4 @@ def acp_backward_rows(indptr, indices, g_logit_q, psi, pre, theta, hidden, coef_
     run_parts(_acp_backward_features, [
         (lo, hi, colptr, entry, row_of, g_logit_q, psi, hidden, g_pre, g_theta,
          g_coef_out, g_intercept_out)
-        for lo, hi in _feature_parts(colptr, K + H, H)])
+        for lo, hi in _feature_parts(colptr, K + H, H, scale=ACP_BACKWARD_SCALE)])
