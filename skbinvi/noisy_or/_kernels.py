@@ -1174,8 +1174,9 @@ def log_importance_weights(indptr, indices, theta, leak, colsum, leak_sum, logit
 # between threads; below it, handing the parts to threads costs more than
 # they save. Measured on two cores (Intel Xeon, 2026-12-04; it depends on the
 # machine) by running each call of default fits on one thread or two at
-# random and comparing the medians: the Monte Carlo passes (relaxed ELBO
-# gradient, true ELBO, local steps) break even at about 1e6.
+# random and comparing the medians (``benchmarks/bench_noisy_or.py
+# --sections threads``): the Monte Carlo passes (relaxed ELBO gradient, true
+# ELBO, local steps) break even at about 1e6.
 PARALLEL_MIN_WORK = 1_000_000
 # The passes with less work per entry to share, or whose split form does
 # extra work, need more (multiples of PARALLEL_MIN_WORK; same measurements):
