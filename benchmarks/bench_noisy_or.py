@@ -1146,7 +1146,7 @@ def work_threads(cfg):
     records = {}
     measuring = [False]
 
-    def wrapped(owner, name, is_method=False):
+    def wrapped(owner, name):
         inner = getattr(owner, name)
 
         def call(*args, **kwargs):
