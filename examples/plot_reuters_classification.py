@@ -10,12 +10,12 @@ and Fig. 3).
 
 A :class:`~skbinvi.NoisyORFactorizer` explains each document, the binary vector
 of the words of its headline, by ``K`` binary latent causes. Once the model is
-trained, the posterior probabilities :math:`q(z_k = 1 \\mid x)` returned by
-``transform`` are a ``K``-dimensional representation of the document, and a
-linear multi-label classifier (one logistic regression per topic) is trained on
-them to predict the topics acq, earn and money-fx. The metric is the
-**exact-match (EM) score**: the fraction of test documents whose *whole* set of
-labels is predicted correctly, which is what
+trained, the posterior logits :math:`\\operatorname{logit} q(z_k = 1 \\mid x)`
+returned by ``transform`` are a ``K``-dimensional representation of the
+document, and a linear multi-label classifier (one logistic regression per
+topic) is trained on them to predict the topics acq, earn and money-fx. The
+metric is the **exact-match (EM) score**: the fraction of test documents whose
+*whole* set of labels is predicted correctly, which is what
 :func:`sklearn.metrics.accuracy_score` computes on label indicator matrices. As
 in the paper, the features are compared with the same classifier trained on the
 raw word vectors ``X``, and the inference methods are compared:
