@@ -440,15 +440,15 @@ class BaseVariational(BaseEstimator):
         """The text of the ConvergenceWarning of a run that reached max_iter."""
         scale = self._tol_scale()
         per = "" if scale == 1 else f" per problem (the ELBO sums {scale})"
-        tol = f"tol={self.tol}"
+        amount = f"tol={self.tol} nats per sample{per}"
         if self.tol is None:
-            tol = "0 (tol=None with early stopping)"
+            amount = f"0 nats per sample{per} (tol=None with early stopping)"
         monitored = "validation ELBO" if self.early_stopping else "ELBO"
         return (
             f"{type(self).__name__}: max_iter={self.max_iter} iterations ran and "
-            f"the {monitored} still improved by more than {tol} nats per "
-            f"sample{per} within the last n_iter_no_change="
-            f"{self.n_iter_no_change} iterations. Increase max_iter or tol.")
+            f"the {monitored} still improved by more than {amount} within the "
+            f"last n_iter_no_change={self.n_iter_no_change} iterations. Increase "
+            "max_iter or tol.")
 
     def _stopping_tol(self):
         """The tolerance of the stopping rule, or None when there is none.

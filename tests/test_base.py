@@ -137,7 +137,8 @@ def test_tol_none_with_early_stopping_keeps_the_patience_rule(data):
     assert v[-4] > v[:-4].max()
     # the warning names what is monitored and the tolerance actually used
     with pytest.warns(ConvergenceWarning, match=r"the validation ELBO still "
-                      r"improved by more than 0 \(tol=None with early stopping\)"):
+                      r"improved by more than 0 nats per sample \(tol=None with "
+                      r"early stopping\) within the last n_iter_no_change="):
         ToyGaussianMean(tol=None, early_stopping=True, max_iter=2,
                         random_state=0).fit(data)
 
