@@ -852,7 +852,8 @@ def work_ttq(cfg):
     tic, cpu = time.perf_counter(), time.process_time()
     model.fit(X_train)
     fit_s, fit_cpu = time.perf_counter() - tic, time.process_time() - cpu
-    acc, n_conv = _default_accuracy(model.transform(X_train), y_train,
+    features_train = model.transform(X_train)
+    acc, n_conv = _default_accuracy(features_train, y_train,
                                     model.transform(X_test), y_test)
     res = {
         "fit_seconds": _r(fit_s, 2),
@@ -863,6 +864,10 @@ def work_ttq(cfg):
         "n_iter": int(model.n_iter_),
         "causes_in_use": None if method == "lda"
         else int((model.prior_ > 0.01).sum()),
+        # causes with q > 1/2 (posterior logit > 0) in at least 10 training
+        # documents: use measured on the posteriors, not on the priors
+        "causes_on_in_10_docs": None if method == "lda"
+        else int(((features_train > 0).sum(axis=0) >= 10).sum()),
     }
     if not cfg.get("curve", True):
         return res
@@ -1347,6 +1352,14 @@ def main(argv=None):
         help="OPENBLAS/OMP/MKL_NUM_THREADS of the workers (0 = library default)",
     )
     parser.add_argument(
+        "--smoothing-values",
+        type=float,
+        nargs="+",
+        default=None,
+        help="values of prior_smoothing compared by --sections smoothing "
+        "(default 0.0 0.003 0.01)",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=900,
@@ -1457,7 +1470,8 @@ def main(argv=None):
                                       args.ttq_corpora, args.components)
         if "smoothing" in args.sections:
             tables += section_smoothing(run, results, quick, args.ttq_seeds,
-                                        args.ttq_corpora, args.components)
+                                        args.ttq_corpora, args.components,
+                                        args.smoothing_values)
         if "encoder" in args.sections:
             tables += section_encoder(run, results, quick, args.ttq_seeds,
                                       args.ttq_corpora, args.components)
@@ -1961,6 +1975,9 @@ def _paired_options(run, results, quick, seeds, *, section, param, values,
                     *[f"{r[quality]}/{K}" if fmt is None else _f(r[quality], fmt)
                       for r in pair],
                     *[f"{r[in_use]}/{K}" for r in pair],
+                    *[f"{r['causes_on_in_10_docs']}/{K}"
+                      if r.get("causes_on_in_10_docs") is not None else "-"
+                      for r in pair],
                     *[_f(r["fit_seconds"], ".1f") for r in pair]])
     results[section] = res
     first, *others = (f"{v}" for v in values)
@@ -1968,7 +1985,7 @@ def _paired_options(run, results, quick, seeds, *, section, param, values,
         ["data", "K", "method", "seed",
          f"test ELBO {first}", *others,
          f"recovered or accuracy {first}", *others, f"in use {first}", *others,
-         f"fit s {first}", *others],
+         f"on in 10 docs {first}", *others, f"fit s {first}", *others],
         rows,
         title=title,
         notes=[
@@ -1976,7 +1993,9 @@ def _paired_options(run, results, quick, seeds, *, section, param, values,
             "(recovered: true causes matched with cosine >= 0.9); Reuters: the "
             "ttq section's corpora (accuracy or exact match of "
             "LogisticRegression() on the features). Test ELBO in nats per "
-            "document; in use: prior > 0.01.",
+            "document; in use: prior > 0.01; on in 10 docs (Reuters): causes "
+            "with a posterior logit above 0 (q > 1/2, from transform) in at "
+            "least 10 training documents, use measured without the priors.",
         ],
     )]
 
@@ -2000,13 +2019,16 @@ def section_seeding(run, results, quick, seeds=None, corpora=None, Ks=None):
         title="Seeds (NoisyORFactorizer(K, init=...))", corpora=corpora, Ks=Ks)
 
 
-def section_smoothing(run, results, quick, seeds=None, corpora=None, Ks=None):
-    """prior_smoothing 0 (maximum likelihood), 0.003 and 0.01, ACP and AVI,
-    paired by seed."""
-    print("\n[smoothing] prior_smoothing=0.0, 0.003 and 0.01", flush=True)
+def section_smoothing(run, results, quick, seeds=None, corpora=None, Ks=None,
+                      values=None):
+    """prior_smoothing 0 (maximum likelihood), 0.003 and 0.01 (or ``values``,
+    ``--smoothing-values``), ACP and AVI, paired by seed."""
+    values = tuple(values or (0.0, 0.003, 0.01))
+    print(f"\n[smoothing] prior_smoothing={', '.join(map(str, values))}",
+          flush=True)
     return _paired_options(
         run, results, quick, seeds, section="smoothing", param="prior_smoothing",
-        values=(0.0, 0.003, 0.01), methods=("acp", "avi"),
+        values=values, methods=("acp", "avi"),
         title="Smoothed priors (NoisyORFactorizer(K, prior_smoothing=...))",
         corpora=corpora, Ks=Ks)
 

@@ -164,3 +164,27 @@ def test_threads_worker_times_each_pass_both_ways_and_restores_the_package(bench
         assert p["calls"] >= 10 and p["median_work"] > 0
         assert p["one_thread_ms"] > 0 and p["split_ms"] > 0
         assert p["package_splits"] == (p["median_work"] >= threshold)
+
+
+def test_ttq_worker_counts_the_causes_on_in_ten_training_documents(bench):
+    """work_ttq's ``causes_on_in_10_docs`` (the use count of the smoothing
+    table, which does not read the priors) is the number of causes whose
+    posterior logit from ``transform`` is above 0 in at least 10 training
+    documents, recomputed here from the same fit; LDA has none."""
+    import numpy as np
+
+    from skbinvi import NoisyORFactorizer
+
+    params = {"max_iter": 2}
+    cfg = {"corpus": "digits", "K": 6, "method": "avi", "seed": 0,
+           "checkpoints": [], "curve": False, "params": params}
+    res = bench.work_ttq(cfg)
+    X_train, _, _, _ = bench._corpus("digits")
+    model = NoisyORFactorizer(6, inference="avi", random_state=0, **params)
+    on = (model.fit(X_train).transform(X_train) > 0).sum(axis=0)
+    assert res["causes_on_in_10_docs"] == int((on >= 10).sum())
+    assert 0 < res["causes_on_in_10_docs"] <= 6
+    assert res["causes_in_use"] == int((model.prior_ > 0.01).sum())
+    assert np.isfinite(res["test_elbo"])
+    lda = bench.work_ttq(dict(cfg, method="lda", params={}))
+    assert lda["causes_on_in_10_docs"] is None

@@ -564,7 +564,10 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         documents: up to 2.5 nats per document with ACP at K = 100); set
         0.0 for the maximum-likelihood fit and compare with :meth:`score`.
         Values near 0.01 put the floor :math:`a / (1 + a)` at 0.01 itself,
-        so every cause passes that threshold whether used or not.
+        so every cause passes that threshold whether used or not. With
+        "avi", 0.007 takes the prior count to 98-100% but the causes on
+        (q > 1/2) in at least 10 training documents by only 1 to 5 (User
+        Guide, "Smoothing the priors": it raises the priors, not the use).
     n_elbo_samples : int, default=100
         Exact discrete samples of q per row used to estimate the ELBO: by
         :meth:`score`, :meth:`score_samples`, :meth:`elbo`, ``elbo_`` and the
