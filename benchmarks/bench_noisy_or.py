@@ -1308,7 +1308,7 @@ def main(argv=None):
         default=["compile", "reuters", "ttq", "scaling"],
         choices=["compile", "reuters", "ttq", "scaling", "rare", "truth",
                  "pruning", "tighter", "splits", "seeding", "smoothing",
-                 "encoder", "threads"],
+                 "free_bits", "encoder", "threads"],
     )
     parser.add_argument(
         "--ttq-seeds",
@@ -1472,6 +1472,9 @@ def main(argv=None):
             tables += section_smoothing(run, results, quick, args.ttq_seeds,
                                         args.ttq_corpora, args.components,
                                         args.smoothing_values)
+        if "free_bits" in args.sections:
+            tables += section_free_bits(run, results, quick, args.ttq_seeds,
+                                        args.ttq_corpora, args.components)
         if "encoder" in args.sections:
             tables += section_encoder(run, results, quick, args.ttq_seeds,
                                       args.ttq_corpora, args.components)
@@ -2032,6 +2035,16 @@ def section_smoothing(run, results, quick, seeds=None, corpora=None, Ks=None,
         title="Smoothed priors (NoisyORFactorizer(K, prior_smoothing=...))",
         corpora=corpora, Ks=Ks)
 
+
+
+def section_free_bits(run, results, quick, seeds=None, corpora=None, Ks=None):
+    """AVI with free_bits=0 (the ELBO) and 0.02, paired by seed."""
+    print("\n[free_bits] AVI with free_bits=0.0 and 0.02", flush=True)
+    return _paired_options(
+        run, results, quick, seeds, section="free_bits", param="free_bits",
+        values=(0.0, 0.02), methods=("avi",),
+        title="Free bits (NoisyORFactorizer(K, inference='avi', free_bits=...))",
+        corpora=corpora, Ks=Ks)
 
 def section_encoder(run, results, quick, seeds=None, corpora=None, Ks=None):
     """The encoder's width: default fits against fits with K and 2K hidden units.

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 from scipy.special import expit, logit
 from sklearn.decomposition import LatentDirichletAllocation
 from sklearn.linear_model import LogisticRegression
@@ -730,6 +730,49 @@ def test_prior_smoothing_keeps_rare_causes_in_use(inference):
     # the ELBO reported is the ELBO alone, without the prior's term
     assert_allclose(smoothed.elbo_, smoothed.score(X_train), rtol=0.02)
 
+
+@pytest.mark.parametrize("inference", ["acp", "avi"])
+def test_free_bits_changes_training_not_the_reported_elbo(inference):
+    """free_bits=0 is the plain fit, to the last bit; a positive value trains
+    the posteriors on another objective (a different fit), while ``elbo_``
+    and ``score`` stay the ELBO itself. "svi" ignores it."""
+    X, _ = make_noisy_or(400, 60, 6, density=0.1, random_state=0, sparse=True)
+    params = dict(inference=inference, max_iter=3, random_state=0)
+    plain = NoisyORFactorizer(8, **params).fit(X)
+    zero = NoisyORFactorizer(8, free_bits=0.0, **params).fit(X)
+    freed = NoisyORFactorizer(8, free_bits=0.05, **params).fit(X)
+    assert_array_equal(zero.components_, plain.components_)
+    assert not np.allclose(freed.components_, plain.components_)
+    assert_allclose(freed.elbo_, freed.score(X), rtol=0.02)
+    svi = dict(params, inference="svi")
+    assert_array_equal(NoisyORFactorizer(8, free_bits=0.05, **svi).fit(X).components_,
+                       NoisyORFactorizer(8, **svi).fit(X).components_)
+    with pytest.raises(ValueError, match="free_bits"):
+        NoisyORFactorizer(8, free_bits=-0.1).fit(X)
+
+
+@pytest.mark.slow
+def test_free_bits_puts_avi_causes_to_work_on_reuters_bodies():
+    """AVI at K = 150 on the Reuters bodies: free_bits=0.02 keeps 90% of the
+    causes above a prior of 0.01 and puts more of them to work (on, q > 1/2,
+    in at least 10 training documents) than the default fit, for a test ELBO
+    less than 1 nat per document lower. Measured (seed 0): 138 and 135
+    against 115 and 122, test ELBO -113.11 against -112.38."""
+    K = 150
+    train = load_reuters(subset="train", text="body").data
+    test = load_reuters(subset="test", text="body").data
+    fits = {}
+    for free_bits in (0.0, 0.02):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnusedLatentWarning)
+            model = NoisyORFactorizer(K, inference="avi", free_bits=free_bits,
+                                      random_state=0).fit(train)
+        on = int(((model.transform(train) > 0).sum(axis=0) >= 10).sum())
+        fits[free_bits] = (model.n_active_components_, on, model.score(test))
+    (count0, on0, elbo0), (count, on, elbo) = fits[0.0], fits[0.02]
+    assert count >= 0.9 * K > count0, fits
+    assert on >= on0 + 8, fits
+    assert elbo > elbo0 - 1.0, fits
 
 @pytest.mark.slow
 @pytest.mark.parametrize("inference, floor", [("acp", 0.9), ("avi", 0.7)])

@@ -314,6 +314,41 @@ def test_estimator_gradients_finite_differences(inference, activation, prior_smo
         assert_allclose(grad, numeric, rtol=1e-5, atol=1e-6)
 
 
+
+def test_free_bits_adds_back_the_kl_gradient_of_the_released_causes_only():
+    """_release_free_bits: for a cause whose KL(Bern(q_k) || Bern(mu_k)),
+    averaged over the batch, is below the threshold, the gradient on its
+    logits gains d KL / d logit q (central differences of the KL itself), so
+    that only the likelihood's gradient is left; the other causes' columns
+    are untouched, and the mask returned names the released causes."""
+    from skbinvi.noisy_or._estimator import _release_free_bits
+
+    rng = np.random.default_rng(3)
+    B, K = 7, 5
+    logit_prior = np.array([-4.0, -1.0, 0.5, -6.0, -2.0])
+    logit_q = logit_prior + rng.normal(scale=[0.1, 2.0, 0.05, 0.3, 3.0], size=(B, K))
+
+    def kl(l):
+        q = expit(l)
+        mu = expit(logit_prior)
+        return q * np.log(q / mu) + (1 - q) * np.log((1 - q) / (1 - mu))
+
+    mean_kl = kl(logit_q).mean(axis=0)
+    threshold = np.sort(mean_kl)[2] + 1e-9  # the three smallest are released
+    g = rng.normal(size=(B, K))
+    out = g.copy()
+    free = _release_free_bits(out, logit_q, logit_prior, threshold)
+    assert_array_equal(free, mean_kl < threshold)
+    assert free.sum() == 3
+    eps = 1e-6
+    d_kl = (kl(logit_q + eps) - kl(logit_q - eps)) / (2 * eps)
+    assert_allclose(out[:, free], g[:, free] + d_kl[:, free], rtol=1e-6, atol=1e-9)
+    assert_array_equal(out[:, ~free], g[:, ~free])
+    # nothing under a threshold of 0: the gradient is the ELBO's
+    again = g.copy()
+    assert not _release_free_bits(again, logit_q, logit_prior, 0.0).any()
+    assert_array_equal(again, g)
+
 def test_softplus_and_slope_matches_scipy():
     raw = np.concatenate([-np.logspace(-6, 3, 50), np.logspace(-6, 3, 50)])
     value, slope = np.empty_like(raw), np.empty_like(raw)
