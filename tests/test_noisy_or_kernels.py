@@ -318,9 +318,11 @@ def test_estimator_gradients_finite_differences(inference, activation, prior_smo
 def test_free_bits_adds_back_the_kl_gradient_of_the_released_causes_only():
     """_release_free_bits: for a cause whose KL(Bern(q_k) || Bern(mu_k)),
     averaged over the batch, is below the threshold, the gradient on its
-    logits gains d KL / d logit q (central differences of the KL itself), so
-    that only the likelihood's gradient is left; the other causes' columns
-    are untouched, and the mask returned names the released causes."""
+    logits gains d KL / d logit q (central differences of the KL itself)
+    where that is positive (logit above the prior's: the KL pulls it down),
+    so that switching the cause on costs no KL, while the pull up towards the
+    prior (logit below it) stays; the other causes' columns are untouched,
+    and the mask returned names the released causes."""
     from skbinvi.noisy_or._estimator import _release_free_bits
 
     rng = np.random.default_rng(3)
@@ -342,7 +344,9 @@ def test_free_bits_adds_back_the_kl_gradient_of_the_released_causes_only():
     assert free.sum() == 3
     eps = 1e-6
     d_kl = (kl(logit_q + eps) - kl(logit_q - eps)) / (2 * eps)
-    assert_allclose(out[:, free], g[:, free] + d_kl[:, free], rtol=1e-6, atol=1e-9)
+    assert ((d_kl[:, free] > 0).any() and (d_kl[:, free] < 0).any())  # both sides
+    assert_allclose(out[:, free], g[:, free] + np.maximum(d_kl[:, free], 0.0),
+                    rtol=1e-6, atol=1e-9)
     assert_array_equal(out[:, ~free], g[:, ~free])
     # nothing under a threshold of 0: the gradient is the ELBO's
     again = g.copy()
