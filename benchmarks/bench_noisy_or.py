@@ -2036,7 +2036,6 @@ def section_smoothing(run, results, quick, seeds=None, corpora=None, Ks=None,
         corpora=corpora, Ks=Ks)
 
 
-
 def section_free_bits(run, results, quick, seeds=None, corpora=None, Ks=None):
     """AVI with free_bits=0 (the ELBO) and 0.02, paired by seed."""
     print("\n[free_bits] AVI with free_bits=0.0 and 0.02", flush=True)
@@ -2045,6 +2044,7 @@ def section_free_bits(run, results, quick, seeds=None, corpora=None, Ks=None):
         values=(0.0, 0.02), methods=("avi",),
         title="Free bits (NoisyORFactorizer(K, inference='avi', free_bits=...))",
         corpora=corpora, Ks=Ks)
+
 
 def section_encoder(run, results, quick, seeds=None, corpora=None, Ks=None):
     """The encoder's width: default fits against fits with K and 2K hidden units.

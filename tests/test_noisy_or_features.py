@@ -774,6 +774,7 @@ def test_free_bits_puts_avi_causes_to_work_on_reuters_bodies():
     assert on >= on0 + 8, fits
     assert elbo > elbo0 - 1.0, fits
 
+
 @pytest.mark.slow
 @pytest.mark.parametrize("inference, floor", [("acp", 0.9), ("avi", 0.7)])
 def test_default_fit_keeps_causes_in_use_on_reuters_bodies(inference, floor):

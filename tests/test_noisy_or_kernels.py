@@ -314,7 +314,6 @@ def test_estimator_gradients_finite_differences(inference, activation, prior_smo
         assert_allclose(grad, numeric, rtol=1e-5, atol=1e-6)
 
 
-
 def test_free_bits_adds_back_the_kl_gradient_of_the_released_causes_only():
     """_release_free_bits: for a cause whose KL(Bern(q_k) || Bern(mu_k)),
     averaged over the batch, is below the threshold, the gradient on its

@@ -166,6 +166,7 @@ def _release_free_bits(g_logit_q, logit_q, logit_prior, free_bits):
     """
     q = expit(logit_q)
     diff = logit_q - logit_prior
+    # _math.kl_bernoulli_logits (a Numba scalar), on the whole (B, K) array
     kl = q * diff - np.logaddexp(0.0, logit_q) + np.logaddexp(0.0, logit_prior)
     free = kl.mean(axis=0) < free_bits
     if free.any():
