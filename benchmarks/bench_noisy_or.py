@@ -1308,7 +1308,7 @@ def main(argv=None):
         default=["compile", "reuters", "ttq", "scaling"],
         choices=["compile", "reuters", "ttq", "scaling", "rare", "truth",
                  "pruning", "tighter", "splits", "seeding", "smoothing",
-                 "free_bits", "encoder", "threads"],
+                 "free_bits", "fit_refine", "encoder", "threads"],
     )
     parser.add_argument(
         "--ttq-seeds",
@@ -1364,6 +1364,13 @@ def main(argv=None):
         type=float,
         default=900,
         help="seconds before a configuration is abandoned",
+    )
+    parser.add_argument(
+        "--fit-refine-methods",
+        nargs="+",
+        choices=["acp", "avi"],
+        default=None,
+        help="methods of the fit_refine section (default avi)",
     )
     parser.add_argument("--_worker", help=argparse.SUPPRESS)
     parser.add_argument("--_config", help=argparse.SUPPRESS)
@@ -1475,6 +1482,10 @@ def main(argv=None):
         if "free_bits" in args.sections:
             tables += section_free_bits(run, results, quick, args.ttq_seeds,
                                         args.ttq_corpora, args.components)
+        if "fit_refine" in args.sections:
+            tables += section_fit_refine(run, results, quick, args.ttq_seeds,
+                                         args.ttq_corpora, args.components,
+                                         args.fit_refine_methods)
         if "encoder" in args.sections:
             tables += section_encoder(run, results, quick, args.ttq_seeds,
                                       args.ttq_corpora, args.components)
@@ -2043,6 +2054,22 @@ def section_free_bits(run, results, quick, seeds=None, corpora=None, Ks=None):
         run, results, quick, seeds, section="free_bits", param="free_bits",
         values=(0.0, 0.02), methods=("avi",),
         title="Free bits (NoisyORFactorizer(K, inference='avi', free_bits=...))",
+        corpora=corpora, Ks=Ks)
+
+
+def section_fit_refine(run, results, quick, seeds=None, corpora=None, Ks=None,
+                       methods=None):
+    """Semi-amortized training: n_fit_refine_steps=0 (the encoder's logits
+    alone) and 1 (one local step from them for the model's gradient), paired
+    by seed; AVI, or ``methods`` (``--fit-refine-methods``)."""
+    methods = tuple(methods or ("avi",))
+    print(f"\n[fit_refine] n_fit_refine_steps=0 and 1 ({', '.join(methods)})",
+          flush=True)
+    return _paired_options(
+        run, results, quick, seeds, section="fit_refine",
+        param="n_fit_refine_steps", values=(0, 1), methods=methods,
+        title="Semi-amortized training "
+              "(NoisyORFactorizer(K, n_fit_refine_steps=...))",
         corpora=corpora, Ks=Ks)
 
 

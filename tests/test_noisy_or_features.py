@@ -751,6 +751,78 @@ def test_free_bits_changes_training_not_the_reported_elbo(inference):
         NoisyORFactorizer(8, free_bits=-0.1).fit(X)
 
 
+@pytest.mark.parametrize("inference", ["acp", "avi"])
+def test_semi_amortized_gradients(inference):
+    """n_fit_refine_steps > 0: the encoder's coefficients get the gradient at
+    the encoder's own logits (those of the plain step, to the last bit), and
+    theta, the leak and the prior the gradient at the logits refined by the
+    local steps of "svi" (the "svi" gradient at those logits, to the last
+    bit, with ACP's share through its encoder added)."""
+    from skbinvi.noisy_or import _estimator, _kernels
+
+    X, _ = make_noisy_or(30, 25, 3, density=0.2, random_state=1, sparse=True)
+    est = NoisyORFactorizer(4, inference=inference, hidden_layer_sizes=(6,),
+                            n_fit_refine_steps=2)
+    rng = np.random.RandomState(0)
+    est.n_features_in_ = X.shape[1]
+    X = est._check_X(X, reset=True)
+    est._initialize(X, None, rng)
+    uniforms = rng.random_sample((X.shape[0], est.n_mc_samples, 4))
+    refine_uniforms = rng.random_sample(uniforms.shape)
+    features, semi, dense, _, elbo = est._batch_gradients(X, uniforms, 0.5,
+                                                          None, refine_uniforms)
+    _, plain, plain_dense, _, plain_elbo = est._batch_gradients(X, uniforms, 0.5)
+    for a, b in zip(semi[3:], plain[3:], strict=True):  # the encoder's
+        assert_array_equal(a, b)
+    indptr, indices = X.indptr.astype(np.int64), X.indices.astype(np.int64)
+    refined = est._encode(X, indptr, indices, est._theta)[0]
+    start = refined.copy()
+    _kernels.local_optimize_rows(indptr, indices, est._theta, est._leak, est._colsum,
+                                 est._logit_prior, refine_uniforms, 2,
+                                 _estimator._LOCAL_STEP, 0.0, refined)
+    assert np.abs(refined - start).max() > 0.1  # the steps moved the logits
+    est.inference = "svi"
+    _, at_refined, refined_dense, _, refined_elbo = est._batch_gradients(
+        X, uniforms, 0.5, refined)
+    est.inference = inference
+    assert_array_equal(elbo, refined_elbo)
+    assert not np.array_equal(elbo, plain_elbo)
+    if inference == "avi":
+        for a, b in zip(semi[:3], at_refined, strict=True):
+            assert_array_equal(a, b)
+        assert_array_equal(dense, refined_dense)
+    else:
+        # ACP's logits depend on theta and the prior: the encoder's share
+        # (plain minus the model's share at the encoder's logits) is added
+        est.inference = "svi"
+        _, at_start, start_dense, _, _ = est._batch_gradients(X, uniforms, 0.5, start)
+        est.inference = inference
+        for a, b, c, d in zip(semi[:3], at_refined, plain[:3], at_start, strict=True):
+            assert_allclose(a, b + (c - d), rtol=1e-10, atol=1e-10)
+        assert_allclose(dense, refined_dense + (plain_dense - start_dense),
+                        rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("inference", ["acp", "avi", "svi"])
+def test_n_fit_refine_steps_changes_training_not_the_reported_elbo(inference):
+    """0 (the default) is the plain fit, to the last bit; 1 trains the model
+    at refined logits (a different fit) while ``elbo_`` stays the ELBO;
+    "svi" ignores the parameter; a negative value raises."""
+    X, _ = make_noisy_or(300, 40, 5, density=0.1, random_state=0, sparse=True)
+    params = dict(inference=inference, max_iter=3, random_state=0)
+    fits = {n: NoisyORFactorizer(6, n_fit_refine_steps=n, **params).fit(X)
+            for n in (0, 1)}
+    plain = NoisyORFactorizer(6, **params).fit(X)
+    assert_array_equal(plain.components_, fits[0].components_)
+    if inference == "svi":
+        assert_array_equal(fits[0].components_, fits[1].components_)
+    else:
+        assert not np.allclose(fits[0].components_, fits[1].components_)
+        assert_allclose(fits[1].elbo_, fits[1].score(X), rtol=0.02)
+    with pytest.raises(ValueError, match="n_fit_refine_steps"):
+        NoisyORFactorizer(6, n_fit_refine_steps=-1).fit(X)
+
+
 @pytest.mark.slow
 def test_free_bits_puts_avi_causes_to_work_on_reuters_bodies():
     """AVI at K = 150 on the Reuters bodies: free_bits=0.02 keeps 90% of the

@@ -94,6 +94,37 @@ def test_relaxed_elbo_compact_columns_match_full():
     assert_allclose(expected_leak, full["g_leak"], rtol=1e-12)
 
 
+def test_relaxed_logit_gradient_is_the_row_pass():
+    """relaxed_elbo_logit_grad_rows gives relaxed_elbo_grad's logit gradient
+    and per-row ELBOs to the last bit (one thread; threads in
+    test_split_row_kernels_equal_serial_ones), and these are the logit
+    gradient of the relaxed ELBO (central differences)."""
+    X, theta, leak, logit_q, logit_prior, uniforms = _problem(seed=3, B=6, D=12)
+    full = _run_relaxed(X, theta, leak, logit_q, logit_prior, uniforms, 0.4)
+    B, K = logit_q.shape
+    g_logit_q, relaxed, discrete = np.empty((B, K)), np.empty(B), np.empty(B)
+    indptr, indices = X.indptr.astype(np.int64), X.indices.astype(np.int64)
+    args = (indptr, indices, theta, leak, theta.sum(0), leak.sum())
+
+    def run(lq):
+        _kernels.relaxed_elbo_logit_grad_rows(*args, lq, logit_prior, uniforms, 0.4,
+                                              g_logit_q, relaxed, discrete)
+        return relaxed.sum()
+
+    run(logit_q)
+    assert_array_equal(g_logit_q, full["g_logit_q"])
+    assert_array_equal(relaxed, full["elbo_relaxed"])
+    assert_array_equal(discrete, full["elbo_discrete"])
+    expected = g_logit_q.copy()
+    h = 1e-6
+    for n, k in [(1, 0), (2, 2), (4, 1), (5, 0)]:
+        up, down = logit_q.copy(), logit_q.copy()
+        up[n, k] += h
+        down[n, k] -= h
+        assert_allclose((run(up) - run(down)) / (2 * h), expected[n, k], rtol=1e-5,
+                        atol=1e-7)
+
+
 def test_relaxed_elbo_matches_dense_reference():
     X, theta, leak, logit_q, logit_prior, uniforms = _problem()
     out = _run_relaxed(X, theta, leak, logit_q, logit_prior, uniforms, 0.3)
@@ -806,6 +837,13 @@ def test_split_row_kernels_equal_serial_ones(split_passes):
     for name, value in outputs[0].items():
         assert np.all(np.isfinite(value)), name
         assert_array_equal(outputs[1][name], value, err_msg=name)
+    row_pass = dict(g_logit_q=np.empty((B, K)), elbo_relaxed=np.empty(B),
+                    elbo_discrete=np.empty(B))
+    _kernels.relaxed_elbo_logit_grad_rows(indptr, indices, theta, leak, colsum,
+                                          leak_sum, logit_q, logit_prior,
+                                          relaxed_uniforms, 0.5, **row_pass)
+    for name, value in row_pass.items():
+        assert_array_equal(value, outputs[0][name], err_msg=name)
 
     hidden = rng.random((B, H))
     coef_out = rng.normal(size=(D, H))

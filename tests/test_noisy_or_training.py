@@ -48,7 +48,11 @@ def _reference_epoch(est, X, rng, window):
         X_batch = X[order[batch]]
         B = X_batch.shape[0]
         uniforms = rng.random_sample((B, est.n_mc_samples, est.n_components))
-        grads, _, _ = est._full_gradients(X_batch, uniforms, tau)
+        refine_uniforms = None
+        if est._fit_refine_steps() > 0:
+            refine_uniforms = rng.random_sample(uniforms.shape)
+        grads, _, _ = est._full_gradients(X_batch, uniforms, tau,
+                                          refine_uniforms=refine_uniforms)
         now += 1
         opt.tick()
         active = np.unique(X_batch.indices)
@@ -69,15 +73,18 @@ def _reference_epoch(est, X, rng, window):
     est._epoch += 1
 
 
-@pytest.mark.parametrize("inference", ["acp", "avi"])
+@pytest.mark.parametrize("inference, n_fit_refine_steps",
+                         [("acp", 0), ("avi", 0), ("avi", 1), ("acp", 2)])
 @pytest.mark.parametrize("window", [1, 3])
-def test_row_sparse_epochs_match_dense_reference(inference, window, monkeypatch):
+def test_row_sparse_epochs_match_dense_reference(inference, n_fit_refine_steps, window,
+                                                 monkeypatch):
     X, _ = make_noisy_or(56, 40, 4, density=0.1, sparse=True, random_state=0)
     monkeypatch.setattr(
         _estimator, "_update_window", lambda est, nnz, n_batches: min(window, n_batches)
     )
     kwargs = dict(n_components=4, inference=inference, hidden_layer_sizes=(6,),
-                  n_mc_samples=3, batch_size=8, learning_rate=0.05)
+                  n_mc_samples=3, batch_size=8, learning_rate=0.05,
+                  n_fit_refine_steps=n_fit_refine_steps)
     fast = NoisyORFactorizer(**kwargs, max_iter=2, random_state=0).fit(X)
     slow = NoisyORFactorizer(**kwargs, random_state=0)
     slow._validate_params()
