@@ -79,6 +79,18 @@ smoothing (only when asked: ``--sections smoothing``)
     and ``0.01``, ACP and
     AVI, paired by seed, on the same data as ``splits``; seeds 0 and 1
     unless ``--ttq-seeds``.
+free_bits (only when asked: ``--sections free_bits``)
+    AVI with ``free_bits=0.0`` and ``0.02``, plain amortized training
+    (``n_fit_refine_steps=0``), paired by seed, on the same data as
+    ``splits``.
+fit_refine (only when asked: ``--sections fit_refine``)
+    ``n_fit_refine_steps=0`` and ``1`` (semi-amortized training) with
+    ``free_bits=0.0``, paired by seed, AVI (or ``--fit-refine-methods``), on
+    the same data as ``splits``.
+avi_auto (only when asked: ``--sections avi_auto``)
+    AVI's default (``n_fit_refine_steps`` and ``free_bits`` "auto": 1 step
+    and 0.02 nats) against plain amortized training (0 and 0.0) and the
+    step alone (1 and 0.0), paired by seed, on the same data as ``splits``.
 truth (only when asked: ``--sections truth``)
     Causes in use when the truth is known: synthetic noisy-OR documents
     (``make_noisy_or``: 5,000 training and 2,000 test rows, 3,000 words, each
@@ -1308,7 +1320,8 @@ def main(argv=None):
         default=["compile", "reuters", "ttq", "scaling"],
         choices=["compile", "reuters", "ttq", "scaling", "rare", "truth",
                  "pruning", "tighter", "splits", "seeding", "smoothing",
-                 "free_bits", "fit_refine", "encoder", "threads"],
+                 "free_bits", "fit_refine", "avi_auto", "encoder",
+                 "threads"],
     )
     parser.add_argument(
         "--ttq-seeds",
@@ -1486,6 +1499,9 @@ def main(argv=None):
             tables += section_fit_refine(run, results, quick, args.ttq_seeds,
                                          args.ttq_corpora, args.components,
                                          args.fit_refine_methods)
+        if "avi_auto" in args.sections:
+            tables += section_avi_auto(run, results, quick, args.ttq_seeds,
+                                       args.ttq_corpora, args.components)
         if "encoder" in args.sections:
             tables += section_encoder(run, results, quick, args.ttq_seeds,
                                       args.ttq_corpora, args.components)
@@ -1945,14 +1961,23 @@ def section_truth(run, results, quick, seeds=None, Ks=None):
 
 
 def _paired_options(run, results, quick, seeds, *, section, param, values,
-                    methods, title, corpora=None, Ks=None):
+                    methods, title, corpora=None, Ks=None, fixed=None):
     """Default fits with ``param`` set to each of ``values`` (two or more),
     paired by seed:
     synthetic documents with known causes (work_truth) and Reuters bodies and
     R8 (work_ttq without the curve); one table row per data set, method and
     seed. With ``corpora`` (``--ttq-corpora``) only those, at ``Ks``
-    (``--components``, default 100 and 150), and no synthetic documents."""
+    (``--components``, default 100 and 150), and no synthetic documents.
+    ``param=None``: each value is a dict of parameters set together.
+    ``fixed``: parameters set in every fit (the others stay at their
+    defaults)."""
     seeds = seeds or [0, 1]
+    fixed = fixed or {}
+    if param is None:
+        options = [dict(v) for v in values]
+        values = ["_".join(f"{k}_{v}" for k, v in o.items()) for o in options]
+    else:
+        options = [{param: v} for v in values]
     res, rows = {}, []
     synthetic = [(50, "flat")] if quick else [
         (K, skew) for K in (50, 100) for skew in ("flat", "zipf", "steep")]
@@ -1973,12 +1998,14 @@ def _paired_options(run, results, quick, seeds, *, section, param, values,
         for method in methods:
             for seed in seeds:
                 pair = []
-                for value in values:
-                    cfg = dict(base, method=method, seed=seed, params={param: value})
-                    key = (f"{name.replace(' ', '_')}_K{K}_{method}_s{seed}_"
-                           f"{param}_{value}")
+                for value, option in zip(values, options, strict=True):
+                    cfg = dict(base, method=method, seed=seed,
+                               params={**fixed, **option})
+                    tag = value if param is None else f"{param}_{value}"
+                    key = f"{name.replace(' ', '_')}_K{K}_{method}_s{seed}_{tag}"
+                    shown = ", ".join(f"{k}={v!r}" for k, v in option.items())
                     res[key] = run(kind, cfg, label=f"{name} K={K} {method} seed "
-                                   f"{seed} {param}={value!r}")
+                                   f"{seed} {shown}")
                     pair.append(res[key])
                 if any("error" in r for r in pair):
                     continue
@@ -1995,6 +2022,8 @@ def _paired_options(run, results, quick, seeds, *, section, param, values,
                     *[_f(r["fit_seconds"], ".1f") for r in pair]])
     results[section] = res
     first, *others = (f"{v}" for v in values)
+    if param is None:
+        first, *others = (f"({chr(ord('a') + i)})" for i in range(len(values)))
     return [table(
         ["data", "K", "method", "seed",
          f"test ELBO {first}", *others,
@@ -2048,12 +2077,14 @@ def section_smoothing(run, results, quick, seeds=None, corpora=None, Ks=None,
 
 
 def section_free_bits(run, results, quick, seeds=None, corpora=None, Ks=None):
-    """AVI with free_bits=0 (the ELBO) and 0.02, paired by seed."""
+    """AVI with free_bits=0 (the ELBO) and 0.02, paired by seed, plain
+    amortized training (n_fit_refine_steps=0)."""
     print("\n[free_bits] AVI with free_bits=0.0 and 0.02", flush=True)
     return _paired_options(
         run, results, quick, seeds, section="free_bits", param="free_bits",
-        values=(0.0, 0.02), methods=("avi",),
-        title="Free bits (NoisyORFactorizer(K, inference='avi', free_bits=...))",
+        values=(0.0, 0.02), methods=("avi",), fixed={"n_fit_refine_steps": 0},
+        title="Free bits (NoisyORFactorizer(K, inference='avi', free_bits=..., "
+              "n_fit_refine_steps=0))",
         corpora=corpora, Ks=Ks)
 
 
@@ -2068,8 +2099,26 @@ def section_fit_refine(run, results, quick, seeds=None, corpora=None, Ks=None,
     return _paired_options(
         run, results, quick, seeds, section="fit_refine",
         param="n_fit_refine_steps", values=(0, 1), methods=methods,
+        fixed={"free_bits": 0.0},
         title="Semi-amortized training "
-              "(NoisyORFactorizer(K, n_fit_refine_steps=...))",
+              "(NoisyORFactorizer(K, n_fit_refine_steps=..., free_bits=0.0))",
+        corpora=corpora, Ks=Ks)
+
+
+def section_avi_auto(run, results, quick, seeds=None, corpora=None, Ks=None):
+    """AVI's defaults n_fit_refine_steps="auto" and free_bits="auto" (1 step
+    and 0.02 nats) against plain amortized training and against the step
+    alone, paired by seed."""
+    print("\n[avi_auto] AVI: plain, 1 semi-amortized step, and the step with "
+          "free bits (the default)", flush=True)
+    return _paired_options(
+        run, results, quick, seeds, section="avi_auto", param=None,
+        values=({"n_fit_refine_steps": 0, "free_bits": 0.0},
+                {"n_fit_refine_steps": 1, "free_bits": 0.0},
+                {"n_fit_refine_steps": 1, "free_bits": 0.02}),
+        methods=("avi",),
+        title="AVI's defaults: (a) n_fit_refine_steps=0, free_bits=0.0; (b) 1, "
+              "0.0; (c) 1, 0.02 (the default, 'auto')",
         corpora=corpora, Ks=Ks)
 
 

@@ -192,6 +192,14 @@ _LOCAL_STEP = 0.5
 _LOCAL_TOL = 1e-4
 # A cause whose prior probability ends below this value is unused.
 _DEAD_PRIOR = 0.01
+# n_fit_refine_steps="auto" and free_bits="auto" by inference method: "avi"
+# trains semi-amortized (1 local step) with one-sided free bits of 0.02 nats,
+# which together keep 92-100% of the causes above a prior of 0.01 on Reuters
+# bodies and R8 at K = 50-150 (75-91% with neither; User Guide, "Unused
+# causes"); "acp" keeps 94-100% with neither, and either lowers its held-out
+# ELBO.
+_AUTO_FIT_REFINE_STEPS = {"acp": 0, "avi": 1}
+_AUTO_FREE_BITS = {"acp": 0.0, "avi": 0.02}
 # A cause whose prior ends below this value, or below 1 / n_samples when that
 # is larger (up to _DEAD_PRIOR, so that an empty cause is never one of the
 # n_active_components_ in use), is empty: on in fewer than one training row in
@@ -542,7 +550,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         on Reuters bodies and R8 (see the User Guide) they raise the test
         ELBO by 2 to 7 nats per document, most for "avi". Not used by "svi"
         and "jj"; in training see ``n_fit_refine_steps``.
-    n_fit_refine_steps : int, default=0
+    n_fit_refine_steps : int or "auto", default="auto"
         "acp" and "avi": local mean-field steps (those of "svi", with fresh
         Monte Carlo samples) that ``fit`` takes from the encoder's logits of
         every minibatch row (semi-amortized training [6]_ [7]_). The weights
@@ -551,19 +559,22 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         own logits (and with "acp" theta and the priors also their share
         through the encoder), so that the model is fitted to better
         posteriors than the encoder alone gives and does not co-adapt to
-        the encoder's limits. 0 is plain amortized training; "svi" and "jj"
-        ignore it; a negative value raises a ``ValueError``. Each step costs
-        about one pass of the gradient kernel. Measured with 1 step (User
-        Guide, "Semi-amortized training"; seeds 0 and 1): with "avi" on
-        Reuters bodies and R8 at K = 100 and 150, 86% to 96% of the causes
-        end above a prior of 0.01 (75% to 89% with 0), 7 to 22 more on in
-        at least 10 training documents, test ELBO 0.5 to 1.3 nats per
-        document lower, accuracy -1.0 to +0.8 points; on seven other data
-        sets (28 fits) the test ELBO rises in 24 (mean +1.1 nats) and the
-        accuracy in 19 (mean +0.8 points); fits take 1.2 to 2.5 times as
-        long (median 1.7). With "acp" the counts rise
-        (100% at K = 100 and 150) but the test ELBO falls by 0.6 to 1.4
-        nats. Not yet a default.
+        the encoder's limits. 0 is plain amortized training; "auto" is 1
+        for "avi" and 0 for "acp"; "svi" and "jj" ignore it; a negative
+        value raises a ``ValueError``. Each step costs about one pass of the
+        gradient kernel. Measured with 1 step (User Guide, "Semi-amortized
+        training"; seeds 0 and 1): with "avi" on Reuters bodies and R8 at
+        K = 100 and 150, 86% to 96% of the causes end above a prior of 0.01
+        (75% to 89% with 0), 7 to 22 more on in at least 10 training
+        documents, test ELBO 0.5 to 1.3 nats per document lower, accuracy
+        -1.0 to +0.8 points; on seven other data sets (28 fits) the test
+        ELBO rises in 24 (mean +1.1 nats) and the accuracy in 19 (mean +0.8
+        points); fits take 1.2 to 2.5 times as long (median 1.7). With
+        "avi" it is the default together with ``free_bits=0.02``, which
+        takes the share of causes in use to 92% to 100% (User Guide,
+        "Unused causes"). With "acp" the counts rise (100% at K = 100 and
+        150) but the test ELBO falls by 0.6 to 1.4 nats, and ACP keeps 94%
+        to 100% without it.
     transform_output : {"logit", "probability"}, default="logit"
         What :meth:`transform` returns: the posterior logits
         :math:`\operatorname{logit} q(z_k = 1 \mid x)` or the probabilities
@@ -619,7 +630,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         "avi", 0.007 takes the prior count to 98-100% but the causes on
         (q > 1/2) in at least 10 training documents by only 1 to 5 (User
         Guide, "Smoothing the priors": it raises the priors, not the use).
-    free_bits : float, default=0.0
+    free_bits : float or "auto", default="auto"
         Free bits (a one-sided form of [5]_), in nats per document and
         cause, for "acp" and "avi" ("svi" and "jj" ignore it). In ``fit``,
         for a cause whose
@@ -631,16 +642,21 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         pull up towards the prior stays. The prior :math:`\mu_k` keeps its
         gradient, so it still follows the posteriors. This counters the
         amortized model's tendency to leave causes unused (User Guide,
-        "Free bits"). 0 (the default) trains on the ELBO itself; ``elbo_``,
-        :meth:`score` and the validation ELBO of ``early_stopping`` are
-        always the ELBO. Measured with "avi" (Reuters bodies and R8, K = 100
-        and 150, seeds 0 and 1): 0.02 keeps 94% to 99% of the causes above
-        a prior of 0.01 (75% to 89% with 0) and puts 5 to 14 more to work,
-        for a test ELBO 0.11 to 0.85 nats per document lower and the
-        features' accuracy -0.7 to +0.4 points. Not a default: on seven
-        other data sets, most with every cause in use already, it lowers the
-        accuracy in 15 of 28 fits (mean -0.3 points, down to -4.7 on a
-        corpus of 771 documents). A negative value raises a
+        "Free bits"). 0 trains on the ELBO itself; "auto" is 0.02 for "avi"
+        and 0 for "acp"; ``elbo_``, :meth:`score` and the validation ELBO of
+        ``early_stopping`` are always the ELBO. Measured with "avi" and
+        plain amortized training (``n_fit_refine_steps=0``; Reuters bodies
+        and R8, K = 100 and 150, seeds 0 and 1): 0.02 keeps 94% to 99% of
+        the causes above a prior of 0.01 (75% to 89% with 0) and puts 5 to
+        14 more to work, for a test ELBO 0.11 to 0.85 nats per document
+        lower and the features' accuracy -0.7 to +0.4 points; on seven
+        other data sets it lowers the accuracy in 15 of 28 fits (mean -0.3
+        points). Together with 1 semi-amortized step (the "avi" default)
+        it keeps 92% to 100% of the causes in use on the bodies and R8 at
+        K = 50 to 150 (seeds 0-2); on the seven other data sets, against
+        plain amortized training, the accuracy rises in 16 of 28 fits (mean
+        +0.4 points, -3.7 to +5.6) and the test ELBO in 20 (mean +1.1 nats;
+        User Guide, "Unused causes"). A negative value raises a
         ``ValueError``.
     n_elbo_samples : int, default=100
         Exact discrete samples of q per row used to estimate the ELBO: by
@@ -807,11 +823,12 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         "n_local_steps": [IntInterval(1, None, closed="left")],
         "n_transform_steps": [IntInterval(1, None, closed="left")],
         "n_refine_steps": [IntInterval(0, None, closed="left")],
-        "n_fit_refine_steps": [IntInterval(0, None, closed="left")],
+        "n_fit_refine_steps": [IntInterval(0, None, closed="left"),
+                               StrOptions({"auto"})],
         "transform_output": [StrOptions({"logit", "probability"})],
         "split_moves": ["boolean"],
         "prior_smoothing": [Interval(Real, 0, None, closed="left")],
-        "free_bits": [Interval(Real, 0, None, closed="left")],
+        "free_bits": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "n_elbo_samples": [IntInterval(1, None, closed="left")],
     }
 
@@ -840,11 +857,11 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         n_local_steps=5,
         n_transform_steps=50,
         n_refine_steps=5,
-        n_fit_refine_steps=0,
+        n_fit_refine_steps="auto",
         transform_output="logit",
         split_moves=False,
         prior_smoothing=0.003,
-        free_bits=0.0,
+        free_bits="auto",
         n_elbo_samples=100,
         random_state=None,
         verbose=0,
@@ -1055,9 +1072,22 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         return (indptr, features, local, self._theta[features], self._leak[features],
                 head)
 
+    def _amortized_option(self, value, auto):
+        """An option of the amortized methods' training: ``auto[inference]``
+        when ``value`` is "auto", 0 for "svi" and "jj" (which ignore it)."""
+        if self.inference not in ("acp", "avi"):
+            return 0
+        return auto[self.inference] if value == "auto" else value
+
     def _fit_refine_steps(self):
-        """Local steps per minibatch in training (0 for "svi" and "jj")."""
-        return self.n_fit_refine_steps if self.inference in ("acp", "avi") else 0
+        """Local steps per minibatch in training: ``n_fit_refine_steps``
+        ("auto": 1 for "avi", 0 for "acp"; 0 for "svi" and "jj")."""
+        return self._amortized_option(self.n_fit_refine_steps, _AUTO_FIT_REFINE_STEPS)
+
+    def _free_bits(self):
+        """Free bits in nats: ``free_bits`` ("auto": 0.02 for "avi", 0 for
+        "acp"; 0 for "svi" and "jj")."""
+        return float(self._amortized_option(self.free_bits, _AUTO_FREE_BITS))
 
     def _batch_gradients(self, X, uniforms, temperature, logit_q=None,
                          refine_uniforms=None):
@@ -1139,8 +1169,9 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         if self.inference == "svi":
             grads = [g_theta, g_leak, g_logit_prior]
             return features, grads, g_theta_dense, elbo_relaxed, elbo_discrete
-        if self.free_bits > 0:
-            _release_free_bits(g_logit_q, logit_q, self._logit_prior, self.free_bits)
+        free_bits = self._free_bits()
+        if free_bits > 0:
+            _release_free_bits(g_logit_q, logit_q, self._logit_prior, free_bits)
         encoder_grads = self._encoder_backward(
             X, indptr, local, features.shape[0], g_logit_q, (hidden, pre, psi),
             head, theta, g_theta, g_theta_dense, g_logit_prior)
@@ -1858,6 +1889,11 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             if self.prior_smoothing == 0:
                 remedy += (" To keep rare causes in use at some cost in held-out "
                            "ELBO, set prior_smoothing > 0 (the default is 0.003).")
+            if self.inference == "avi" and (self._fit_refine_steps() == 0
+                                            or self._free_bits() == 0):
+                remedy += (" With 'avi', n_fit_refine_steps='auto' and "
+                           "free_bits='auto' (the defaults) keep more causes in "
+                           "use.")
             self._warn_unused(n_used, self.n_components, "causes",
                               f"prior > {_DEAD_PRIOR}", remedy)
         elif n_empty > 0:
