@@ -4,8 +4,10 @@ Build (from the repository root)::
 
     python -m sphinx -W --keep-going -b html doc doc/_build/html
 
-The build needs no network access: there is no intersphinx, math is rendered by
-MathJax in the browser, and the theme is configured without remote assets.
+Neither the build nor the built pages need network access: there is no
+intersphinx, MathJax is copied into the output (``sphinx-mathjax-offline``)
+rather than loaded from a CDN, and the theme is configured without remote
+assets.
 Set ``SKBINVI_DOC_NO_GALLERY_RUN=1`` to build without executing the examples.
 """
 
@@ -36,8 +38,10 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",  # MathJax shipped in _static/, not from a CDN
     "numpydoc",
     "sphinx_gallery.gen_gallery",
+    "bench_tables",  # doc/sphinxext: tables rendered from benchmarks/results
 ]
 
 templates_path = ["_templates"]
@@ -88,7 +92,7 @@ html_theme_options = {
     "show_toc_level": 2,
     "navigation_with_keys": False,
 }
-html_sidebars = {"install": [], "api": []}
+html_sidebars = {"install": [], "api": [], "benchmarks": []}
 html_show_sourcelink = False
 
 # -- Links to scikit-learn without intersphinx --------------------------------

@@ -1,11 +1,15 @@
 """Numba configuration shared by every kernel module.
 
-Kernels are compiled lazily on first use and cached on disk (``cache=True``) so
-that later processes load them in milliseconds. Set the environment variable
-``SKBINVI_NUMBA_CACHE=0`` to turn caching off (for example on a read-only
-install), or point ``NUMBA_CACHE_DIR`` at a writable folder. Large passes
-of the noisy-OR kernels run on Python threads (:func:`run_parts`), as many
-as ``NUMBA_NUM_THREADS``.
+Kernels are compiled lazily on first use and cached on disk so that later
+processes load them in milliseconds. The cache lives in the user's cache
+directory (``~/.cache/skbinvi/numba`` on Linux, ``$XDG_CACHE_HOME`` when set;
+the platform's equivalent elsewhere), never inside the installed package, so
+that reinstalling or uninstalling the package leaves nothing behind in
+``site-packages`` and a read-only install still caches. ``NUMBA_CACHE_DIR``,
+when set, takes precedence, as it does for every Numba user; the environment
+variable ``SKBINVI_NUMBA_CACHE=0`` turns caching off. Large passes of the
+noisy-OR kernels run on Python threads (:func:`run_parts`), as many as
+``NUMBA_NUM_THREADS``.
 """
 
 import itertools
@@ -17,7 +21,13 @@ import llvmlite.binding as llvm
 import numba
 import numpy as np
 from numba import types
+from numba.core.caching import (
+    FunctionCache,
+    UserProvidedCacheLocator,
+    UserWideCacheLocator,
+)
 from numba.extending import get_cython_function_address
+from numba.misc.appdirs import AppDirs
 
 NUMBA_CACHE = os.getenv("SKBINVI_NUMBA_CACHE", "1").lower() in {"1", "true", "yes"}
 
@@ -182,15 +192,65 @@ def balanced_parts(cumulative, n_parts):
             if hi > lo]
 
 
+def cache_dir():
+    """Folder of the package's compiled-kernel cache.
+
+    ``NUMBA_CACHE_DIR`` when set, otherwise ``skbinvi/numba`` in the user's
+    cache directory. The folder for each source file is a subfolder named
+    after a hash of that file's folder, so two installs (say, a wheel and an
+    editable checkout) never share entries; an entry is also keyed by a hash
+    of its source file, so an upgrade recompiles.
+
+    Returns
+    -------
+    path : str
+    """
+    if numba.config.CACHE_DIR:
+        return numba.config.CACHE_DIR
+    return os.path.join(AppDirs(appname="skbinvi", appauthor=False).user_cache_dir,
+                        "numba")
+
+
+class _UserCacheLocator(UserWideCacheLocator):
+    # numba's own user-wide locator, in the package's folder of the user cache
+    def __init__(self, py_func, py_file):
+        super().__init__(py_func, py_file)
+        self._cache_path = os.path.join(cache_dir(),
+                                        self.get_suitable_cache_subpath(py_file))
+
+
+class _FunctionCache(FunctionCache):
+    # numba's FunctionCache, but never next to the source (numba's default
+    # writes into ``__pycache__`` inside site-packages, which pip does not
+    # remove, and which turns the package into an empty namespace package
+    # once pip has removed the rest)
+    class _impl_class(FunctionCache._impl_class):
+        _locator_classes = [UserProvidedCacheLocator, _UserCacheLocator]
+
+
 def njit(func=None, **kwargs):
     """``numba.njit`` with the package defaults (cache on, fastmath off).
 
-    Used as ``@njit`` or ``@njit(parallel=True)``.
+    Used as ``@njit`` or ``@njit(parallel=True)``. With ``cache=True`` (the
+    default unless ``SKBINVI_NUMBA_CACHE=0``) the compiled code is cached in
+    :func:`cache_dir`; where no cache folder can be written, the kernel
+    compiles in each process instead.
     """
-    kwargs.setdefault("cache", NUMBA_CACHE)
+    cache = kwargs.pop("cache", NUMBA_CACHE)
+
+    def decorate(function):
+        dispatcher = numba.njit(**kwargs)(function)
+        if cache:
+            try:
+                # what numba.njit(cache=True) does, with the package's locators
+                dispatcher._cache = _FunctionCache(dispatcher.py_func)
+            except RuntimeError:  # no writable cache folder
+                pass
+        return dispatcher
+
     if func is None:
-        return numba.njit(**kwargs)
-    return numba.njit(**kwargs)(func)
+        return decorate
+    return decorate(func)
 
 
 def as_py(func):

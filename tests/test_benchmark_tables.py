@@ -1,0 +1,63 @@
+"""The tables of recorded benchmark results (benchmarks/tables.py).
+
+The README's table and the user guide's "Benchmarks" page are rendered from
+``benchmarks/results/*.json``: the README must hold what the JSON holds, and
+every rendered cell must be the statistic of the JSON that its header names.
+"""
+
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import tables  # noqa: E402
+
+
+def test_readme_tables_equal_the_results():
+    text = (ROOT / "README.md").read_text()
+    names = re.findall(r"<!-- table: (\w+) -->", text)
+    assert names, "the README has no rendered table"
+    assert tables.update_readme(text) == text, (
+        "README.md tables differ from benchmarks/results: run "
+        "python benchmarks/tables.py")
+
+
+def test_docs_name_known_tables():
+    used = set()
+    for path in (ROOT / "doc").rglob("*.rst"):
+        used |= set(re.findall(r"\.\. bench-table:: (\w+)", path.read_text()))
+    assert used, "no page renders a benchmark table"
+    assert used <= set(tables.TABLES), sorted(used - set(tables.TABLES))
+
+
+@pytest.mark.parametrize("name", sorted(tables.TABLES))
+def test_tables_render(name):
+    table = tables.TABLES[name]()
+    assert table.rows and all(len(row) == len(table.header) for row in table.rows)
+    assert tables.render(name).count("\n") == len(table.rows) + 1
+    assert tables.render(name, "rst").startswith(".. list-table::")
+
+
+def test_noisy_or_vs_lda_cells_are_the_json_means():
+    table = tables.noisy_or_vs_lda()
+    col = {h: j for j, h in enumerate(table.header)}
+    with open(ROOT / "benchmarks" / "results" / "bench_noisy_or_ttq_r8.json") as f:
+        fits = json.load(f)["ttq"].values()
+    for K in (50, 100):
+        row = next(r for r in table.rows if r[0] == "R8" and r[1] == str(K))
+        for method, name in (("lda", "LDA"), ("acp", "ACP"), ("avi", "AVI")):
+            runs = [fit for fit in fits
+                    if fit["config"]["K"] == K and fit["config"]["method"] == method]
+            assert len(runs) == 3
+            acc = statistics.fmean(r["accuracy"] for r in runs)
+            assert row[col[f"{name} accuracy"]] == f"{acc:.3f}"
+            seconds = statistics.fmean(r["fit_seconds"] for r in runs)
+            assert row[col[f"{name} fit s"]] == f"{seconds:.1f}"
+        elbo = statistics.fmean(r["test_elbo"] for r in runs)
+        assert row[col["AVI test ELBO"]] == f"{elbo:.2f}"
