@@ -5,7 +5,9 @@ them (SIMD): :func:`softplus_sigmoid`, :func:`log1mexp_array`,
 :func:`log_array` and :func:`exp_array` (exp and log as in fdlibm, with no
 call to the C math library, which the compiler cannot vectorize). Every
 function here is tested against its SciPy/NumPy counterpart in
-``tests/test_math.py`` over extreme arguments.
+``tests/test_math.py`` over extreme arguments. The ``_*_block`` helpers are
+inlined (``inline="always"``) into the array function that calls them,
+compiled with the same flags, so that each compiles once.
 """
 
 import math
@@ -128,7 +130,7 @@ def _log_reduced(f, j):
     return j * _LN2_HI - ((hfsq - (s * (hfsq + R) + j * _LN2_LO)) - f)
 
 
-@njit(error_model="numpy", fastmath={"contract"})
+@njit(error_model="numpy", fastmath={"contract"}, inline="always")
 def _softplus_sigmoid_block(x, value, slope, work):
     """:func:`softplus_sigmoid` on at most ``work.shape[1]`` entries."""
     n = x.shape[0]
@@ -148,7 +150,7 @@ def _softplus_sigmoid_block(x, value, slope, work):
         slope[t] = sg if xt == xt else xt
 
 
-@njit(error_model="numpy")
+@njit(error_model="numpy", fastmath={"contract"})
 def softplus_sigmoid(x, value, slope, work):
     """``value = softplus(x)`` and ``slope = sigmoid(x)`` elementwise, vectorized.
 
@@ -217,7 +219,7 @@ def _frexp_block(y, jf):
         jf[t] = jf[t] + 1.0 if big else jf[t]
 
 
-@njit(error_model="numpy", fastmath={"contract"})
+@njit(error_model="numpy", fastmath={"contract"}, inline="always")
 def _log_block(y, out, work):
     """:func:`log_array` on at most ``work.shape[1]`` entries."""
     n = y.shape[0]
@@ -236,7 +238,7 @@ def _log_block(y, out, work):
             -math.inf if yt == 0.0 else (yt if yt == math.inf else math.nan))
 
 
-@njit(error_model="numpy")
+@njit(error_model="numpy", fastmath={"contract"})
 def log_array(y, out, work):
     """``out = log(y)`` elementwise, vectorized.
 
@@ -282,7 +284,7 @@ def exp_array(a, out, work):
         _exp_block(a[start:stop], out[start:stop], work)
 
 
-@njit(error_model="numpy", fastmath={"contract"})
+@njit(error_model="numpy", fastmath={"contract"}, inline="always")
 def _log1mexp_block(u, value, deriv, work):
     """:func:`log1mexp_array` on at most ``work.shape[1]`` entries."""
     n = u.shape[0]
@@ -339,7 +341,7 @@ def _log1mexp_block(u, value, deriv, work):
         deriv[t] = deriv[t] if ut > 0.0 else (math.inf if ut <= 0.0 else ut)
 
 
-@njit(error_model="numpy")
+@njit(error_model="numpy", fastmath={"contract"})
 def log1mexp_array(u, value, deriv, work):
     """``value = log(1 - exp(-u))`` and ``deriv = 1 / expm1(u)``, vectorized.
 

@@ -63,7 +63,6 @@ def _adam_row(pp, pm, pv, gj, has_grad, step_size, beta1, beta2, epsilon):
         pp[p] += move
 
 
-@njit(error_model="numpy")
 def _adam_update_rows(param, grad, rows, m, v, step_size, beta1, beta2, epsilon):
     """Adam ascent step on the rows ``rows`` of a 2-D parameter, in place.
 
@@ -71,9 +70,10 @@ def _adam_update_rows(param, grad, rows, m, v, step_size, beta1, beta2, epsilon)
     ``grad`` has shape (R, P) (row j is the gradient of row ``rows[j]``) or
     (0, P), which means a zero gradient: the step then moves the rows by their
     momentum alone, as dense Adam does for a parameter with no gradient.
-    Compiled with ``error_model="numpy"`` as :func:`_adam_update`. Every row
-    is updated on its own (:meth:`Adam.update_rows` splits a large update
-    between threads, with the same numbers).
+    All rows in one call of :func:`_adam_rows_range` (compiled with
+    ``error_model="numpy"`` as :func:`_adam_update`). Every row is updated on
+    its own (:meth:`Adam.update_rows` splits a large update between threads,
+    with the same numbers).
 
     Checked against a NumPy Adam step in
     tests/test_noisy_or_kernels.py::test_fused_adam_matches_numpy_reference and,
@@ -112,7 +112,6 @@ PARALLEL_MIN_ENTRIES = 100_000
 ROWS_SCALE = 5.0
 
 
-@njit(error_model="numpy")
 def _adam_update_softplus_rows(raw, value, slope, colsum, rows, grad_rows, grad,
                                delayed, last, now, m, v, step_size, beta1, beta2,
                                epsilon):
@@ -137,10 +136,11 @@ def _adam_update_softplus_rows(raw, value, slope, colsum, rows, grad_rows, grad,
     the arrays in memory order (``rows`` = all rows): the update is
     memory-bound (five (D, P) arrays), and one sequential sweep takes 0.57
     times the time of two sweeps over the active and the other rows (23,100
-    rows of 50, 12,000 active). The loops over P call no math library and
-    check no division by zero (``error_model="numpy"``) and run over 1-D row
-    views, so that they compile to SIMD instructions; rows are refreshed
-    about ``SOFTPLUS_BLOCK`` entries at a time.
+    rows of 50, 12,000 active). :func:`_softplus_rows_range` runs the rows:
+    its loops over P call no math library and check no division by zero
+    (``error_model="numpy"``) and run over 1-D row views, so that they
+    compile to SIMD instructions; rows are refreshed about ``SOFTPLUS_BLOCK``
+    entries at a time.
 
     :meth:`Adam.update_softplus_rows` can split the same steps between
     threads (:func:`_softplus_rows_range`) for a caller that recomputes

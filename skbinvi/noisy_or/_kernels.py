@@ -23,6 +23,16 @@ active in the batch with ``indices`` renumbered to 0..A-1: the training loop
 uses the compact form, so a minibatch never touches all D rows.
 
 All kernels write into preallocated ``out`` arrays and never into their inputs.
+
+Compilation (the first fit in a fresh Numba cache) is kept short: the serial
+entry points (:func:`discrete_elbo`, :func:`relaxed_elbo_grad`, ...) are
+Python functions that call the same jitted range kernels as their threaded
+``*_rows`` forms, so each pass compiles once; helpers used by few kernels
+are inlined (``inline="always"``, compiled with the flags of the kernel
+that inlines them: those that divide with ``error_model="numpy"`` are
+inlined into kernels compiled with it); and no kernel uses NumPy's sorts
+or array-to-array slice assignments, which compile slowly in Numba (the
+latter with the formatting of its error message).
 """
 
 import math
@@ -43,7 +53,7 @@ from .._math import (
 from .._numba import balanced_parts, njit, parallel_pays, part_count, run_parts
 
 
-@njit(inline="always")
+@njit
 def _gather_dots(x, A, indices, start, stop, bias, out):
     """``out[j - start] = bias[i] + sum_k A[i, k] * x[k]`` for ``i = indices[j]``.
 
@@ -85,7 +95,7 @@ def _gather_dots(x, A, indices, start, stop, bias, out):
         j += 1
 
 
-@njit
+@njit(inline="always")
 def _negative_and_kl(indptr, indices, theta, leak, leak_sum, colsum, logit_q,
                      logit_prior, softplus_prior, n, active_sum, q_row,
                      softplus_row, work):
@@ -116,7 +126,6 @@ def _negative_and_kl(indptr, indices, theta, leak, leak_sum, colsum, logit_q,
     return value
 
 
-@njit
 def softplus_and_slope(raw, value, slope):
     """``value = softplus(raw)`` and ``slope = sigmoid(raw)`` (its derivative), one
     pass.
@@ -134,7 +143,6 @@ def softplus_and_slope(raw, value, slope):
     softplus_sigmoid(raw, value, slope, np.empty((3, SOFTPLUS_BLOCK)))
 
 
-@njit
 def relaxed_elbo_grad(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
                       logit_prior, uniforms, temperature, g_theta, g_leak,
                       g_theta_dense, g_logit_q, g_logit_prior, elbo_relaxed,
@@ -327,15 +335,19 @@ def _relaxed_rows(lo, hi, longest, indptr, indices, theta, leak, colsum, leak_su
         elbo_discrete[n] = exact + positive
 
 
-@njit
 def _relaxed_totals(q_all, logit_prior, g_theta_dense, g_logit_prior):
     """The sums over the rows of :func:`relaxed_elbo_grad`, in row order:
     ``g_logit_prior = sum_n (q_n - mu)`` and ``g_theta_dense = -sum_n q_n``."""
-    B, K = q_all.shape
-    work = np.empty((LOG1MEXP_WORK_ROWS, SOFTPLUS_BLOCK))
-    softplus_prior = np.empty(K)
+    K = logit_prior.shape[0]
     prior = np.empty(K)
-    softplus_sigmoid(logit_prior, softplus_prior, prior, work)
+    softplus_sigmoid(logit_prior, np.empty(K), prior, np.empty((3, SOFTPLUS_BLOCK)))
+    _row_totals(q_all, prior, g_theta_dense, g_logit_prior)
+
+
+@njit
+def _row_totals(q_all, prior, g_theta_dense, g_logit_prior):
+    """:func:`_relaxed_totals` given ``prior`` = mu (K,)."""
+    B, K = q_all.shape
     q_total = np.zeros(K)
     g_logit_prior[:] = 0.0
     for n in range(B):
@@ -384,16 +396,12 @@ _U_CHUNK = 4096
 
 
 
-@njit
 def _longest_row(indptr):
     """Largest number of active features of a row of the CSR structure (at least 1)."""
-    longest = 1
-    for n in range(indptr.shape[0] - 1):
-        longest = max(longest, indptr[n + 1] - indptr[n])
-    return longest
+    return max(1, int(np.diff(indptr).max(initial=0)))
 
 
-@njit
+@njit(inline="always")
 def _uniform_range(uniforms):
     """Smallest and largest of the S uniforms of every cause (shape (S, K))."""
     K = uniforms.shape[1]
@@ -408,7 +416,7 @@ def _uniform_range(uniforms):
     return umin, umax
 
 
-@njit
+@njit(inline="always")
 def _sample_groups(q, uniforms, umin, umax, keys, group, rep):
     """Group the exact samples ``z_sk = 1{uniforms[s, k] < q_k}`` of one row.
 
@@ -417,11 +425,13 @@ def _sample_groups(q, uniforms, umin, umax, keys, group, rep):
     A cause with ``q_k <= umin_k`` is off in every sample and one with
     ``q_k > umax_k`` on in every sample; the others ("free") are packed as
     bits into ``keys`` (S,), and the samples are grouped by key: ``group[s]``
-    is the group of sample s and ``rep[g]`` a sample of group g (both int64,
-    shape (S,)). Returns the number G of groups. Two samples share a group
-    only if they are equal, so a function of the sample evaluated once per
-    group is exact. With more than 62 free causes the samples are left
-    ungrouped (G = S; equal samples are then improbable). Cost O(S K + S log S).
+    is the group of sample s and ``rep[g]`` the first sample of group g (all
+    three int64, shape (S,); ``keys`` is scratch, left sorted). The groups
+    are numbered by increasing key. Returns the number G of groups. Two
+    samples share a group only if they are equal, so a function of the
+    sample evaluated once per group is exact. With more than 62 free causes
+    the samples are left ungrouped (G = S; equal samples are then
+    improbable). Cost O(S K + S log S).
     """
     S, K = uniforms.shape
     for s in range(S):
@@ -444,27 +454,69 @@ def _sample_groups(q, uniforms, umin, umax, keys, group, rep):
             group[t] = 0
         rep[0] = 0
         return 1
-    order = np.argsort(keys, kind="mergesort")
+    # the samples by increasing key, equal keys by increasing index
+    order = np.empty(S, dtype=np.int64)
+    for t in range(S):
+        order[t] = t
+    _merge_sort(keys, order)
     n_groups = 0
     previous = np.int64(-1)
     for idx in range(S):
         t = order[idx]
-        if keys[t] != previous:
+        if keys[idx] != previous:
             rep[n_groups] = t
             n_groups += 1
-            previous = keys[t]
+            previous = keys[idx]
         group[t] = n_groups - 1
     return n_groups
 
 
-@njit(error_model="numpy")
+@njit(inline="always")
+def _merge_sort(keys, payload):
+    """Sort ``keys`` in place, stably, and reorder ``payload`` alike.
+
+    ``keys`` and ``payload`` are C-contiguous int64 arrays of the same
+    length. A bottom-up merge sort, O(n log n): with ``payload`` = 0..n-1 it
+    becomes ``np.argsort(keys, kind="stable")``. Plain loops, which Numba
+    compiles in a fraction of the time of its ``np.sort`` and
+    ``np.argsort``.
+    """
+    n = keys.shape[0]
+    src_k, src_p = keys, payload
+    dst_k, dst_p = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    in_scratch = False
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            a, b = lo, mid
+            for t in range(lo, hi):
+                if b >= hi or (a < mid and src_k[a] <= src_k[b]):
+                    dst_k[t] = src_k[a]
+                    dst_p[t] = src_p[a]
+                    a += 1
+                else:
+                    dst_k[t] = src_k[b]
+                    dst_p[t] = src_p[b]
+                    b += 1
+        src_k, dst_k = dst_k, src_k
+        src_p, dst_p = dst_p, src_p
+        in_scratch = not in_scratch
+        width *= 2
+    if in_scratch:
+        for t in range(n):
+            keys[t] = src_k[t]
+            payload[t] = src_p[t]
+
+
+@njit(inline="always")
 def _add_row(total, row):
     """``total[:] += row[:total.size]`` in place (a loop that compiles to SIMD)."""
     for j in range(total.shape[0]):
         total[j] += row[j]
 
 
-@njit
 def discrete_elbo(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
                   logit_prior, uniforms, out):
     """True ELBO per row, Monte Carlo over S exact discrete samples of q.
@@ -566,7 +618,8 @@ def _discrete_elbo_range(lo, hi, longest, indptr, indices, theta, leak, colsum,
             s = rep[g]
             pos = (g - first) * m
             u_g = u[pos:pos + m]
-            u_g[:] = u_fixed[:m]
+            for j in range(m):
+                u_g[j] = u_fixed[j]
             for t in range(n_free):
                 if uniforms[s, on[t]] < q[on[t]]:
                     _add_row(u_g, theta_free[t])
@@ -608,7 +661,8 @@ def compact_columns(indices, marker):
             marker[i] = 0
             found[A] = i
             A += 1
-    features = np.sort(found[:A])
+    features = found[:A].copy()
+    _merge_sort(features, found[:A])  # found: scratch payload, not used again
     for a in range(A):
         marker[features[a]] = a
     local = np.empty(nnz, dtype=np.int64)
@@ -619,7 +673,6 @@ def compact_columns(indices, marker):
     return features, local
 
 
-@njit
 def acp_psi(indptr, indices, hidden, coef_out, intercept_out, pre_out, psi_out):
     """ACP encoder head evaluated only at active features.
 
@@ -652,7 +705,6 @@ def _acp_psi_range(lo, hi, indptr, indices, hidden, coef_out, intercept_out, pre
             psi_out[j] = softplus(pre_out[j])
 
 
-@njit
 def acp_logits(indptr, indices, psi, theta, colsum, logit_prior, out):
     """ACP posterior logits, [Yan] supplement Eq. 5.
 
@@ -686,7 +738,6 @@ def _acp_logits_range(lo, hi, indptr, indices, psi, theta, colsum, logit_prior, 
                 out[n, k] += w * theta[i, k]
 
 
-@njit
 def acp_backward(indptr, indices, g_logit_q, psi, pre, theta, hidden, coef_out,
                  g_theta, g_theta_dense, g_coef_out, g_intercept_out, g_hidden):
     """Back-propagate d/d logit_q through :func:`acp_logits` and :func:`acp_psi`.
@@ -782,7 +833,7 @@ def _acp_backward_features(lo, hi, colptr, entry, row_of, g_logit_q, psi, hidden
 _E_MAX = 1.0 - 1e-12
 
 
-@njit
+@njit(inline="always")
 def _row_exp_theta(indptr, indices, theta, n, exp_theta, scratch, work):
     """``exp_theta[j, k] = exp(-theta[i_j, k])``, i_j the active features of row n.
 
@@ -800,7 +851,7 @@ def _row_exp_theta(indptr, indices, theta, n, exp_theta, scratch, work):
     exp_array(flat, exp_theta.reshape(-1)[:n_active * K], work)
 
 
-@njit
+@njit(inline="always")
 def _row_samples(logit_q_row, uniforms, q, zs):
     """Exact samples ``zs[s, k] = 1{uniforms[s, k] < q_k}`` (0.0/1.0) of one row.
 
@@ -819,7 +870,7 @@ def _row_samples(logit_q_row, uniforms, q, zs):
     return changed
 
 
-@njit(error_model="numpy")
+@njit(error_model="numpy", inline="always")
 def _ratio_update(z, exp_theta, e, ratio):
     """``ratio[k] *= (1 - e^{-(u|z_k=1)}) / (1 - e^{-(u|z_k=0)})`` for every k.
 
@@ -844,7 +895,7 @@ def _ratio_update(z, exp_theta, e, ratio):
         ratio[k] *= num / den
 
 
-@njit
+@njit(error_model="numpy", inline="always")
 def _local_targets_row(indptr, indices, theta, leak, colsum, logit_prior, zs, n, on,
                        exp_theta, ratio, logs, work, out):
     """Target logits of row n (see :func:`local_expectation_logits`) into ``out`` (K,).
@@ -909,7 +960,7 @@ def _local_targets_row(indptr, indices, theta, leak, colsum, logit_prior, zs, n,
         out[k] += logit_prior[k] - colsum[k]
 
 
-@njit
+@njit(inline="always")
 def _local_scratch(indptr, n_rows, S, K):
     """Scratch arrays of :func:`_local_targets_row` for rows 0..n_rows-1.
 
@@ -924,7 +975,7 @@ def _local_scratch(indptr, n_rows, S, K):
             np.empty((2, SOFTPLUS_BLOCK)))
 
 
-@njit
+@njit(error_model="numpy")
 def local_expectation_logits(indptr, indices, theta, leak, colsum, logit_q,
                              logit_prior, uniforms, out):
     """Mean-field target logits of every row, each binary variable marginalized.
@@ -978,7 +1029,6 @@ def local_expectation_logits(indptr, indices, theta, leak, colsum, logit_q,
                            on, exp_theta, ratio, logs, work, out[n])
 
 
-@njit
 def local_optimize(indptr, indices, theta, leak, colsum, logit_prior, uniforms,
                    n_steps, step_size, tol, logit_q):
     """Per-row variational logits by damped natural-gradient ascent on the ELBO.
@@ -1009,7 +1059,7 @@ def local_optimize(indptr, indices, theta, leak, colsum, logit_prior, uniforms,
                                  tol, logit_q)
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def _local_optimize_range(lo, hi, indptr, indices, theta, leak, colsum, logit_prior,
                           uniforms, n_steps, step_size, tol, logit_q):
     """:func:`local_optimize` of the rows lo..hi-1; returns their most steps."""
@@ -1159,7 +1209,8 @@ def log_importance_weights(indptr, indices, theta, leak, colsum, leak_sum, logit
                 n_on += 1
                 value += switch[k]
         # O(nnz(x) n_on): only the causes that are on add to u
-        u[:] = leak_row
+        for j in range(m):
+            u[j] = leak_row[j]
         for t in range(n_on):
             _add_row(u, theta_row[on[t]])
         log1mexp_array(u, f, df, work)
