@@ -118,9 +118,9 @@ def run_parts(kernel, parts):
     that has used it unable to ``fork`` (the children of a ``multiprocessing``
     pool are terminated), and its threads busy-wait between passes. A call
     costs about 50 microseconds of hand-over on two cores, so it suits
-    passes of a millisecond or more (the noisy-OR kernels); the mixture of
-    experts and the relational model, with many shorter passes, keep
-    Numba's parallel loops (User Guide, "Threads and processes").
+    passes of a millisecond or more (the noisy-OR and relational kernels,
+    whose smaller passes stay on the calling thread; User Guide, "Threads
+    and processes").
 
     Parameters
     ----------

@@ -538,39 +538,47 @@ def test_score_function_gradient_is_unbiased_for_the_true_elbo_gradient(diag):
     assert np.all(np.abs(out - _exact_logit_gradient(P)) < 0.03)
 
 
-def test_monte_carlo_kernels_do_not_depend_on_the_number_of_threads():
-    import numba
-
-    P = _problem(seed=16, N=12, D=3, R=2, diag=False, pairs=0.5)
+@pytest.mark.parametrize("diag", FORMS)
+def test_monte_carlo_kernels_do_not_depend_on_threads_or_the_memo(diag, monkeypatch):
+    """Passes split into parts (threads), and a memo that is disabled, fills
+    up at once or holds every key, give the same numbers."""
+    P = _problem(seed=16, N=12, D=3, R=2, diag=diag, pairs=0.5)
     N, D = P["q"].shape
     uniforms = np.random.default_rng(0).random((6, N, D))
-    results = []
-    default = numba.get_num_threads()
-    try:
-        for n_threads in sorted({1, default}):
-            numba.set_num_threads(n_threads)
-            grad = np.empty((N, D))
-            _kernels.score_function_gradient(
-                P["snd"],
-                P["rcv"],
-                P["rel"],
-                *_rkeys(P),
-                P["x"],
-                P["q"],
-                0.2,
-                P["b"],
-                P["W"],
-                False,
-                uniforms,
-                grad,
-            )
-            out0, outW = np.empty(2), np.empty((2, D, D))
-            _kernels.mc_weight_rhs(
-                *_args(P), P["x"], P["q"], P["b"], P["W"], False, uniforms,
-                _kernels.NO_WEIGHT, False, out0, outW,
-            )
-            results.append((_mcvi(P, uniforms, 0.2), grad, out0, outW))
-    finally:
-        numba.set_num_threads(default)
-    for a, b in zip(results[0], results[-1], strict=False):
-        assert_array_equal(a, b)
+    w_snd = np.random.default_rng(1).random(P["x"].size)
+    w_rcv = np.where(np.arange(P["x"].size) % 3 == 0, 0.0, 2.0)
+
+    def run():
+        grad = np.empty((N, D))
+        _kernels.score_function_gradient(
+            P["snd"], P["rcv"], P["rel"], *_rkeys(P), P["x"], P["q"], 0.2, P["b"],
+            P["W"], diag, uniforms, grad,
+        )
+        out0, outW = np.empty(2), np.empty((2, D, D))
+        _kernels.mc_weight_rhs(
+            *_args(P), P["x"], P["q"], P["b"], P["W"], diag, uniforms,
+            _kernels.NO_WEIGHT, False, out0, outW,
+        )
+        weighted = np.empty((N, D))
+        _kernels.mcvi_mean_deltas(
+            *_args(P), P["x"], P["q"], 0.2, P["b"], P["W"], diag, uniforms, w_snd,
+            w_rcv, weighted,
+        )
+        elbo = np.empty(P["x"].size)
+        _kernels.expected_pair_log_likelihood(
+            P["snd"], P["rcv"], P["rel"], *_rkeys(P), P["x"], P["q"], P["b"],
+            P["W"], diag, 3, 7, elbo,
+        )
+        return _mcvi(P, uniforms, 0.2), grad, out0, outW, weighted, elbo
+
+    reference = run()
+    split = _kernels._parts
+    monkeypatch.setattr(
+        _kernels, "_parts",
+        lambda n, work_per_item, min_work: split(n, 1, 0) if n < 3 else
+        [(0, 1), (1, n // 2), (n // 2, n)],
+    )
+    for entries in (0, 1, 5, 2**18):
+        monkeypatch.setattr(_kernels, "_MEMO_ENTRIES", entries)
+        for a, b in zip(reference, run(), strict=True):
+            assert_array_equal(a, b)

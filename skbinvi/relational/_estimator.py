@@ -351,7 +351,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
 
     **Cost.** An "mcvi" iteration costs O(S (P D + K D^2)) operations and at
     most S P (2 D + 1) evaluations of log Phi (P pairs, K distinct
-    (entity, relation) pairs, S = ``n_mc_samples``), plus the weight step,
+    (entity, relation) pairs, S = ``n_mc_samples``; a pair-sample whose two
+    ends have the same sampled features, relation and link as an earlier
+    one of the iteration reuses its values), plus the weight step,
     O(P D^2 + K D^4) for full W; memory O(P + S N D + R D^4), never N x N.
     A "cavi" sweep costs O(P D) (diagonal) or O(P D^2) (full), plus the
     same weight step.

@@ -27,10 +27,9 @@ is checked against in ``tests/test_relational_kernels.py``.
 import math
 
 import numpy as np
-from numba import prange
 
 from .._math import inverse_mills_ratio, log_ndtr, sigmoid
-from .._numba import njit
+from .._numba import njit, parallel_pays, part_count, run_parts
 
 # Largest |logit q| that the estimator lets a posterior probability reach:
 # q stays within 1e-13 of 0 and 1, so log q and log(1 - q) are finite.
@@ -90,38 +89,34 @@ def hash_uniform(seed, s, i, d):
     return np.float64(v >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
-@njit
-def _field_one(e, r, z, W, diag, transpose, out):
-    """out = W_r z_e (``transpose`` False) or W_r^T z_e (True), shape (D,).
+@njit(inline="always")
+def _fields(key_ent, key_rel, z, W, diag, transpose, out):
+    """``out[k] = W_r z_e`` (``transpose`` False) or ``W_r^T z_e`` (True), shape
+    (K, D), for the key k of entity e = key_ent[k] and relation r = key_rel[k].
 
     (W z_j)_d is the change of eta when the sender's z_id flips from 0 to 1,
-    (W^T z_i)_e that when the receiver's z_je flips. Cost O(D |z_e|).
+    (W^T z_i)_e that when the receiver's z_je flips. Cost O(D |z_e|) per key.
     """
     D = z.shape[1]
-    if diag:
-        for d in range(D):
-            out[d] = W[r, d, d] * z[e, d]
-        return
-    for d in range(D):
-        out[d] = 0.0
-    for c in range(D):
-        if z[e, c] > 0.0:
-            if transpose:
-                for d in range(D):
-                    out[d] += W[r, c, d]
-            else:
-                for d in range(D):
-                    out[d] += W[r, d, c]
-
-
-@njit
-def _fields(key_ent, key_rel, z, W, diag, transpose, out):
-    """:func:`_field_one` of every key: ``out[k]`` for (key_ent[k], key_rel[k])."""
     for k in range(key_ent.shape[0]):
-        _field_one(key_ent[k], key_rel[k], z, W, diag, transpose, out[k])
+        e, r = key_ent[k], key_rel[k]
+        if diag:
+            for d in range(D):
+                out[k, d] = W[r, d, d] * z[e, d]
+            continue
+        for d in range(D):
+            out[k, d] = 0.0
+        for c in range(D):
+            if z[e, c] > 0.0:
+                if transpose:
+                    for d in range(D):
+                        out[k, d] += W[r, c, d]
+                else:
+                    for d in range(D):
+                        out[k, d] += W[r, d, c]
 
 
-@njit
+@njit(inline="always")
 def _sample(uniforms, q, z):
     """One joint sample z = 1{uniforms < q} of every entity's features (out)."""
     for i in range(q.shape[0]):
@@ -129,7 +124,7 @@ def _sample(uniforms, q, z):
             z[i, d] = 1.0 if uniforms[i, d] < q[i, d] else 0.0
 
 
-@njit
+@njit(inline="always")
 def _eta(i, r, z, b, field):
     """eta = b_r + z_i . (W_r z_j), with ``field`` = W_r z_j."""
     value = b[r]
@@ -139,7 +134,111 @@ def _eta(i, r, z, b, field):
     return value
 
 
-@njit(parallel=True)
+# ---------------------------------------------------------------------------
+# memo of the pair terms of the Monte Carlo kernels
+# ---------------------------------------------------------------------------
+#
+# Given a joint sample z, the terms of a pair (its log-likelihood, and in
+# "mcvi" those with one feature of an end flipped) depend only on the feature
+# patterns z_i and z_j of its two ends, its relation and its link. Entities
+# with the same pattern are frequent once q nears 0 or 1 (kinship, term18:
+# 10-30% as many distinct keys as pair-samples), so the kernels compute the
+# terms once per distinct key of a call and look them up afterwards: the
+# same numbers with fewer evaluations of log Phi. A key packs (pattern of i,
+# pattern of j, relation, link) into 62 bits; without room (2 D + bits of
+# the relation ids + 1 > 62), or once the memo is full, terms are computed
+# directly.
+
+# Largest memo of one call: entries (a small table, which stays in the
+# caches and is cheap to clear: 2**16 ran kinship faster than 2**18), and
+# float64 values over all entries.
+_MEMO_ENTRIES = 2**16
+_MEMO_VALUES = 2**21
+
+
+def _memo(n_terms, width, n_components, n_relations):
+    """An empty memo for ``n_terms`` pair terms of ``width`` values each.
+
+    Returns ``(slots, keys, count, values, relation_bits)``: the open
+    addressing table (a power of two of int64 entry ids, -1 for empty),
+    the keys and ``values`` (n_entries, width) of the entries, their number
+    ``count`` (1,), and the bits of a relation id in a key. Without room
+    for a key in 62 bits the memo has no entry (every term is computed).
+    """
+    relation_bits = max(int(n_relations) - 1, 0).bit_length()
+    size = min(int(n_terms), _MEMO_ENTRIES, _MEMO_VALUES // max(int(width), 1))
+    if 2 * int(n_components) + relation_bits + 1 > 62:
+        size = 0
+    slots = np.full(1 << (2 * size).bit_length(), -1, dtype=np.int64)
+    return (slots, np.empty(size, dtype=np.int64), np.zeros(1, dtype=np.int64),
+            np.empty((size, width)), relation_bits)
+
+
+@njit(inline="always")
+def _pattern_codes(z, codes):
+    """``codes[i] = sum_d 2^d 1{z_id > 0}``, the feature pattern of every entity."""
+    for i in range(z.shape[0]):
+        code = 0
+        for d in range(z.shape[1]):
+            if z[i, d] > 0:
+                code |= 1 << d
+        codes[i] = code
+
+
+@njit(inline="always")
+def _memo_entry(slots, keys, count, key):
+    """(entry, new) of ``key``: its entry id, and whether it was just added.
+
+    A new entry's values are for the caller to fill. Entry -1 (new): the
+    memo is full or has no room for keys; the caller computes the terms
+    without keeping them.
+    """
+    if keys.shape[0] == 0:
+        return -1, True
+    mask = slots.shape[0] - 1
+    h = np.int64(_mix(np.uint64(key)) & np.uint64(mask))
+    while slots[h] >= 0:
+        if keys[slots[h]] == key:
+            return slots[h], False
+        h = (h + 1) & mask
+    n = count[0]
+    if n == keys.shape[0]:
+        return -1, True
+    slots[h] = n
+    keys[n] = key
+    count[0] = n + 1
+    return n, True
+
+
+@njit(inline="always")
+def _memo_key(code_i, code_j, r, x, n_components, relation_bits):
+    """The memo key of a pair: patterns of its ends, relation and link."""
+    key = (code_i << n_components) | code_j
+    key = (key << relation_bits) | r
+    return 2 * key + (1 if x > 0.5 else 0)
+
+
+def _parts(n, work_per_item, min_work):
+    """Contiguous ranges of ``n`` items of equal work for
+    :func:`~skbinvi._numba.run_parts`: one unless threads pay
+    (:func:`~skbinvi._numba.parallel_pays`)."""
+    work = n * work_per_item
+    if not parallel_pays(work, min_work, n):
+        return [(0, n)]
+    k = part_count(work, min_work)
+    edges = np.linspace(0, n, k + 1).astype(np.int64)
+    return [(int(lo), int(hi)) for lo, hi in zip(edges[:-1], edges[1:]) if hi > lo]
+
+
+# Evaluations of log Phi (before the memo's savings) of a pass from which it
+# runs on threads: tens of milliseconds of work. Each part keeps its own memo,
+# so parts repeat each other's misses: with kinship's 2.2 million per "mcvi"
+# pass (term18) on two threads, the default fit took 4.6 s of CPU time
+# against 3.7 s serial (on a busy two-core machine), so such passes stay
+# serial.
+_MIN_PARALLEL_WORK = 4_000_000
+
+
 def expected_pair_log_likelihood(
     snd, rcv, rel, rkey, rk_ent, rk_rel, x, q, b, W, diag, seed, n_samples, out
 ):
@@ -150,22 +249,58 @@ def expected_pair_log_likelihood(
     estimate is a deterministic function of (q, b, W) and a pair's value does
     not depend on the other pairs. ``out[p] = 1/S sum_s g(b_r + z_i^T W_r
     z_j)``. Cost O(S N D) hashes, then O(S |z_i| |z_j|) per pair (O(S D)
-    diagonal); two parallel loops (entities, then pairs). ``rkey``,
-    ``rk_ent``, ``rk_rel`` are accepted for a uniform signature and unused.
-    Checked against a NumPy reference with the same numbers and against
-    enumeration (``test_expected_pair_log_likelihood_*``).
+    diagonal) and distinct memo key (see the memo above); large passes run
+    on threads (:func:`~skbinvi._numba.run_parts`, ranges of pairs, each its
+    own memo; the same numbers). ``rkey``, ``rk_ent``, ``rk_rel`` are
+    accepted for a uniform signature and unused. Checked against a NumPy
+    reference with the same numbers and against enumeration
+    (``test_expected_pair_log_likelihood_*``).
     """
     N, D = q.shape
     P = snd.shape[0]
     z = np.empty((n_samples, N, D), dtype=np.uint8)
-    for i in prange(N):
-        for s in range(n_samples):
-            for d in range(D):
+    codes = np.empty((n_samples, N), dtype=np.int64)
+    _hashed_samples(q, seed, z, codes)
+    R = W.shape[0]
+    parts = _parts(P, n_samples, _MIN_PARALLEL_WORK)
+    run_parts(_pair_log_likelihoods, [
+        (lo, hi, snd, rcv, rel, x, z, codes, b, W, diag,
+         *_memo((hi - lo) * n_samples, 1, D, R), out)
+        for lo, hi in parts
+    ])
+
+
+@njit
+def _hashed_samples(q, seed, z, codes):
+    """The S joint samples ``z[s, i, d] = 1{u(seed, s, i, d) < q_id}`` (out),
+    and their feature patterns ``codes`` (S, N) when D < 63."""
+    S = z.shape[0]
+    for s in range(S):
+        for i in range(q.shape[0]):
+            for d in range(q.shape[1]):
                 z[s, i, d] = 1 if hash_uniform(seed, s, i, d) < q[i, d] else 0
-    for p in prange(P):
+        if q.shape[1] < 63:
+            _pattern_codes(z[s], codes[s])
+
+
+@njit(nogil=True)
+def _pair_log_likelihoods(lo, hi, snd, rcv, rel, x, z, codes, b, W, diag,
+                          slots, keys, count, values, relation_bits, out):
+    """``out[p]`` of :func:`expected_pair_log_likelihood` for pairs lo..hi-1."""
+    S, N, D = z.shape
+    for p in range(lo, hi):
         i, j, r = snd[p], rcv[p], rel[p]
         total = 0.0
-        for s in range(n_samples):
+        for s in range(S):
+            e, new = -1, True
+            if keys.shape[0] > 0:
+                e, new = _memo_entry(
+                    slots, keys, count,
+                    _memo_key(codes[s, i], codes[s, j], r, x[p], D, relation_bits),
+                )
+            if not new:
+                total += values[e, 0]
+                continue
             eta = b[r]
             for d in range(D):
                 if z[s, i, d]:
@@ -173,28 +308,22 @@ def expected_pair_log_likelihood(
                         if z[s, j, d]:
                             eta += W[r, d, d]
                     else:
-                        for e in range(D):
-                            if z[s, j, e]:
-                                eta += W[r, d, e]
-            total += pair_log_likelihood(x[p], eta)
-        out[p] = total / n_samples
+                        for f in range(D):
+                            if z[s, j, f]:
+                                eta += W[r, d, f]
+            g = pair_log_likelihood(x[p], eta)
+            if e >= 0:
+                values[e, 0] = g
+            total += g
+        out[p] = total / S
 
 
 def sample_features(q, seed, n_samples):
     """The (S, N, D) samples of :func:`expected_pair_log_likelihood` (for tests)."""
-    S = n_samples
     N, D = q.shape
-    z = np.empty((S, N, D))
-    _sample_hashed(q, seed, z)
-    return z
-
-
-@njit
-def _sample_hashed(q, seed, out):
-    for s in range(out.shape[0]):
-        for i in range(q.shape[0]):
-            for d in range(q.shape[1]):
-                out[s, i, d] = 1.0 if hash_uniform(seed, s, i, d) < q[i, d] else 0.0
+    z = np.empty((n_samples, N, D), dtype=np.uint8)
+    _hashed_samples(q, seed, z, np.empty((n_samples, N), dtype=np.int64))
+    return z.astype(np.float64)
 
 
 @njit
@@ -220,7 +349,7 @@ def kl_features(q, rho):
 # ---------------------------------------------------------------------------
 
 
-@njit(parallel=True)
+@njit
 def pair_mean_and_variance(snd, rcv, rel, q, b, W, diag, mean, var):
     """E_q[eta] and Var_q[eta] of every pair (out).
 
@@ -232,7 +361,7 @@ def pair_mean_and_variance(snd, rcv, rel, q, b, W, diag, mean, var):
     ``test_pair_mean_and_variance_match_enumeration``.
     """
     D = q.shape[1]
-    for p in prange(snd.shape[0]):
+    for p in range(snd.shape[0]):
         i, j, r = snd[p], rcv[p], rel[p]
         m = b[r]
         v = 0.0
@@ -291,10 +420,10 @@ def truncated_normal_mean(x, mu):
     return mu - inverse_mills_ratio(-mu)
 
 
-@njit(parallel=True)
+@njit
 def truncated_normal_means(x, mu, out):
     """:func:`truncated_normal_mean` of every pair: ``out[p]`` = E[y_p] at mu[p]."""
-    for p in prange(x.shape[0]):
+    for p in range(x.shape[0]):
         out[p] = truncated_normal_mean(x[p], mu[p])
 
 
@@ -504,11 +633,11 @@ def incidence(snd, rcv, n_entities):
     return indptr, inc_pair, inc_other
 
 
-@njit(parallel=True)
+@njit
 def pair_means(snd, rcv, rel, q, b, W, diag, out):
     """m_p = E_q[eta_p] = b_r + q_i^T W_r q_j of every pair (out)."""
     D = q.shape[1]
-    for p in prange(snd.shape[0]):
+    for p in range(snd.shape[0]):
         i, j, r = snd[p], rcv[p], rel[p]
         m = b[r]
         if diag:
@@ -546,7 +675,7 @@ def augmented_weight_rhs(snd, rcv, rel, q, mean_y, out0, outW):
 # ---------------------------------------------------------------------------
 
 
-@njit
+@njit(inline="always")
 def _pair_weight(weight, p):
     """Weight of pair p: ``weight[p]``, or 1 when ``weight`` is empty."""
     return 1.0 if weight.shape[0] == 0 else weight[p]
@@ -692,7 +821,6 @@ def solve_weights(A, rhs0, rhsW, alpha, diag, b, W):
 # ---------------------------------------------------------------------------
 
 
-@njit(parallel=True)
 def mcvi_mean_deltas(
     snd,
     rcv,
@@ -737,8 +865,11 @@ def mcvi_mean_deltas(
     (``test_mcvi_deltas_match_a_numpy_reference``) and, with many samples,
     against finite differences of the enumerated true ELBO
     (``test_mcvi_deltas_are_the_natural_gradient_of_the_true_elbo``), for
-    diagonal and full W. Threads split the samples and the partial sums are
-    added in a fixed order (results do not depend on the number of threads).
+    diagonal and full W. A pair's terms are computed once per distinct memo
+    key of the call (see the memo above). Large passes run on threads
+    (:func:`~skbinvi._numba.run_parts`, ranges of samples, each its own
+    memo) and the per-sample sums are added in a fixed order (results do
+    not depend on the number of threads).
 
     Parameters
     ----------
@@ -758,42 +889,95 @@ def mcvi_mean_deltas(
     S, N, D = uniforms.shape
     P = x.shape[0]
     partial = np.zeros((S, N, D))
-    for s in prange(S):
-        z = np.empty((N, D))
+    parts = _parts(S, P * (2 * D + 1), _MIN_PARALLEL_WORK)
+    run_parts(_mcvi_samples, [
+        (lo, hi, snd, rcv, rel, skey, sk_ent, sk_rel, rkey, rk_ent, rk_rel, x, q,
+         b, W, diag, uniforms, w_snd, w_rcv,
+         *_memo((hi - lo) * P, 2 * D, D, W.shape[0]), partial)
+        for lo, hi in parts
+    ])
+    _sample_mean(partial.reshape(S, N * D), logit_rho, out.reshape(N * D))
+
+
+@njit
+def _sample_mean(partial, offset, out):
+    """``out[m] = offset + sum_s partial[s, m] / S``, summed over s in order."""
+    S = partial.shape[0]
+    for m in range(partial.shape[1]):
+        total = 0.0
+        for s in range(S):
+            total += partial[s, m]
+        out[m] = offset + total / S
+
+
+@njit(inline="always")
+def _flip_terms(i, j, r, x, z, b, a, c_rcv, sender, receiver, terms):
+    """The terms of one pair in :func:`mcvi_mean_deltas` for sample z.
+
+    ``terms[d]`` (if ``sender``): the change of g when z_id flips to 1 from
+    0, ``a = W_r z_j``; ``terms[D + d]`` (if ``receiver``): the same for
+    z_jd, ``c_rcv = W_r^T z_i``. Entries whose flip leaves eta unchanged
+    (a zero field) are not set.
+    """
+    D = z.shape[1]
+    eta = _eta(i, r, z, b, a)
+    g = pair_log_likelihood(x, eta)
+    for d in range(D):
+        c = a[d]
+        if c != 0.0 and sender:
+            if z[i, d] > 0.0:
+                terms[d] = g - pair_log_likelihood(x, eta - c)
+            else:
+                terms[d] = pair_log_likelihood(x, eta + c) - g
+        c = c_rcv[d]
+        if c != 0.0 and receiver:
+            if z[j, d] > 0.0:
+                terms[D + d] = g - pair_log_likelihood(x, eta - c)
+            else:
+                terms[D + d] = pair_log_likelihood(x, eta + c) - g
+
+
+@njit(nogil=True)
+def _mcvi_samples(lo, hi, snd, rcv, rel, skey, sk_ent, sk_rel, rkey, rk_ent,
+                  rk_rel, x, q, b, W, diag, uniforms, w_snd, w_rcv, slots, keys,
+                  count, values, relation_bits, partial):
+    """``partial[s]``, the sums of :func:`mcvi_mean_deltas` of samples lo..hi-1."""
+    N, D = q.shape
+    P = x.shape[0]
+    z = np.empty((N, D))
+    codes = np.empty(N, dtype=np.int64)
+    fr = np.empty((rk_ent.shape[0], D))  # W_r z_j: sender flips
+    fs = np.empty((sk_ent.shape[0], D))  # W_r^T z_i: receiver flips
+    scratch = np.empty(2 * D)
+    for s in range(lo, hi):
         _sample(uniforms[s], q, z)
-        fr = np.empty((rk_ent.shape[0], D))  # W_r z_j: sender flips
-        fs = np.empty((sk_ent.shape[0], D))  # W_r^T z_i: receiver flips
+        if keys.shape[0] > 0:
+            _pattern_codes(z, codes)
         _fields(rk_ent, rk_rel, z, W, diag, False, fr)
         _fields(sk_ent, sk_rel, z, W, diag, True, fs)
         acc = partial[s]
         for p in range(P):
-            i, j = snd[p], rcv[p]
+            i, j, r = snd[p], rcv[p], rel[p]
             ws, wr = _pair_weight(w_snd, p), _pair_weight(w_rcv, p)
             a, c_rcv = fr[rkey[p]], fs[skey[p]]
-            eta = _eta(i, rel[p], z, b, a)
-            g = pair_log_likelihood(x[p], eta)
+            e, new = -1, True
+            if keys.shape[0] > 0:
+                e, new = _memo_entry(
+                    slots, keys, count,
+                    _memo_key(codes[i], codes[j], r, x[p], D, relation_bits),
+                )
+            terms = scratch if e < 0 else values[e]
+            if new:
+                # a kept entry serves later pairs of any weight: all its terms
+                _flip_terms(i, j, r, x[p], z, b, a, c_rcv, e >= 0 or ws != 0.0,
+                            e >= 0 or wr != 0.0, terms)
             for d in range(D):
-                c = a[d]
-                if c != 0.0 and ws != 0.0:
-                    if z[i, d] > 0.0:
-                        acc[i, d] += ws * (g - pair_log_likelihood(x[p], eta - c))
-                    else:
-                        acc[i, d] += ws * (pair_log_likelihood(x[p], eta + c) - g)
-                c = c_rcv[d]
-                if c != 0.0 and wr != 0.0:
-                    if z[j, d] > 0.0:
-                        acc[j, d] += wr * (g - pair_log_likelihood(x[p], eta - c))
-                    else:
-                        acc[j, d] += wr * (pair_log_likelihood(x[p], eta + c) - g)
-    for i in prange(N):
-        for d in range(D):
-            total = 0.0
-            for s in range(S):
-                total += partial[s, i, d]
-            out[i, d] = logit_rho + total / S
+                if a[d] != 0.0 and ws != 0.0:
+                    acc[i, d] += ws * terms[d]
+                if c_rcv[d] != 0.0 and wr != 0.0:
+                    acc[j, d] += wr * terms[D + d]
 
 
-@njit(parallel=True)
 def mc_weight_rhs(
     snd,
     rcv,
@@ -830,29 +1014,72 @@ def mc_weight_rhs(
     f_p^T] w``, the right-hand side is then ``A w + out`` with the exact A
     of :func:`weight_system`, a control variate that removes the sampling
     noise of the large ``f eta`` part (needed when links are rare and the
-    sampled non-links carry large weights). Checked against enumeration in
+    sampled non-links carry large weights). Large passes run on threads
+    (ranges of samples; the same numbers). Checked against enumeration in
     ``test_mc_weight_rhs_and_the_em_w_step_on_the_true_elbo``.
     """
     S, N, D = uniforms.shape
     R = b.shape[0]
-    P = x.shape[0]
-    Ks = sk_ent.shape[0]
     part0 = np.zeros((S, R))
     # diagonal weights need only the diagonal of every sample's part
-    partW = np.zeros((S, R, D, 1 if diag else D))
-    for s in prange(S):
-        z = np.empty((N, D))
+    Dw = 1 if diag else D
+    partW = np.zeros((S, R, D, Dw))
+    run_parts(_weight_rhs_samples, [
+        (lo, hi, snd, rcv, rel, skey, sk_ent, sk_rel, rkey, rk_ent, rk_rel, x, q,
+         b, W, diag, uniforms, weight, residual,
+         *_memo((hi - lo) * x.shape[0], 2, D, R), part0, partW)
+        for lo, hi in _parts(S, x.shape[0], _MIN_PARALLEL_WORK)
+    ])
+    _sample_mean(part0, 0.0, out0)
+    mean_W = np.empty((R, D, Dw))
+    _sample_mean(partW.reshape(S, R * D * Dw), 0.0, mean_W.reshape(R * D * Dw))
+    if diag:
+        outW[:] = 0.0
+        outW[:, np.arange(D), np.arange(D)] = mean_W[:, :, 0]
+    else:
+        outW[:] = mean_W
+
+
+@njit(nogil=True)
+def _weight_rhs_samples(lo, hi, snd, rcv, rel, skey, sk_ent, sk_rel, rkey, rk_ent,
+                        rk_rel, x, q, b, W, diag, uniforms, weight, residual,
+                        slots, keys, count, values, relation_bits, part0, partW):
+    """``part0[s]``, ``partW[s]`` of :func:`mc_weight_rhs` for samples lo..hi-1.
+
+    The memo keeps (eta, its truncated normal mean) per key.
+    """
+    N, D = q.shape
+    P = x.shape[0]
+    Ks = sk_ent.shape[0]
+    z = np.empty((N, D))
+    codes = np.empty(N, dtype=np.int64)
+    fr = np.empty((rk_ent.shape[0], D))
+    t = np.empty((Ks, D))
+    for s in range(lo, hi):
         _sample(uniforms[s], q, z)
-        fr = np.empty((rk_ent.shape[0], D))
+        if keys.shape[0] > 0:
+            _pattern_codes(z, codes)
         _fields(rk_ent, rk_rel, z, W, diag, False, fr)
-        t = np.zeros((Ks, D))
+        t[:] = 0.0
         for p in range(P):
             i, j, r = snd[p], rcv[p], rel[p]
             w = _pair_weight(weight, p)
             if w == 0.0:
                 continue
-            eta = _eta(i, r, z, b, fr[rkey[p]])
-            ybar = truncated_normal_mean(x[p], eta)
+            e, new = -1, True
+            if keys.shape[0] > 0:
+                e, new = _memo_entry(
+                    slots, keys, count,
+                    _memo_key(codes[i], codes[j], r, x[p], D, relation_bits),
+                )
+            if new:
+                eta = _eta(i, r, z, b, fr[rkey[p]])
+                ybar = truncated_normal_mean(x[p], eta)
+                if e >= 0:
+                    values[e, 0] = eta
+                    values[e, 1] = ybar
+            else:
+                eta, ybar = values[e, 0], values[e, 1]
             if residual:
                 ybar -= eta
             ybar *= w
@@ -870,20 +1097,6 @@ def mc_weight_rhs(
                     else:
                         for e in range(D):
                             partW[s, r, d, e] += t[k, e]
-    for r in range(R):
-        total = 0.0
-        for s in range(S):
-            total += part0[s, r]
-        out0[r] = total / S
-        for d in range(D):
-            for e in range(D):
-                if diag and e != d:
-                    outW[r, d, e] = 0.0
-                    continue
-                total = 0.0
-                for s in range(S):
-                    total += partW[s, r, d, 0 if diag else e]
-                outW[r, d, e] = total / S
 
 
 # ---------------------------------------------------------------------------
@@ -891,7 +1104,7 @@ def mc_weight_rhs(
 # ---------------------------------------------------------------------------
 
 
-@njit(parallel=True)
+@njit
 def score_function_gradient(
     snd, rcv, rel, rkey, rk_ent, rk_rel, x, q, logit_rho, b, W, diag, uniforms, out
 ):
@@ -910,7 +1123,7 @@ def score_function_gradient(
     P = x.shape[0]
     scores = np.empty((S, N, D))
     values = np.empty((S, N, D))
-    for s in prange(S):
+    for s in range(S):
         z = np.empty((N, D))
         _sample(uniforms[s], q, z)
         fr = np.empty((rk_ent.shape[0], D))
@@ -927,7 +1140,7 @@ def score_function_gradient(
                 f -= math.log(qid) if zid > 0.0 else math.log1p(-qid)
                 scores[s, i, d] = zid - qid
                 values[s, i, d] = f
-    for i in prange(N):
+    for i in range(N):
         for d in range(D):
             sum_sf = 0.0
             sum_ss = 0.0
