@@ -314,17 +314,18 @@ def _mabn(m, cfg, consts, need_grad):
     with the chord constants precomputed (checked against it in the tests),
     in one compiled pass (:func:`_mabn_kernel`).
     """
-    value, grad = _mabn_kernel(np.ascontiguousarray(m, dtype=np.float64),
-                               float(cfg.kappa_prior),
-                               np.ascontiguousarray(cfg.mu0, dtype=np.float64),
-                               float(consts.f0), consts.slope, float(consts.root),
-                               need_grad)
+    m = np.ascontiguousarray(m, dtype=np.float64)
+    grad = np.empty(m.shape if need_grad else (0, m.shape[1]))
+    value = _mabn_kernel(m, float(cfg.kappa_prior),
+                         np.ascontiguousarray(cfg.mu0, dtype=np.float64),
+                         float(consts.f0), consts.slope, float(consts.root), grad)
     return value, (grad if need_grad else None)
 
 
 @njit
-def _mabn_kernel(m, kp, mu0, f0, slope, root, need_grad):
-    """Value and gradient (zeros unless ``need_grad``) of the Type II MABN bound.
+def _mabn_kernel(m, kp, mu0, f0, slope, root, grad):
+    """Value of the Type II MABN bound; its gradient into ``grad`` (K, p), unless
+    ``grad`` has no rows (shape (0, p): the value only).
 
     With S_i = sum_{j<i} m_j, Q_i = max(i + ||S_i||^2 - sum_{j<i} ||m_j||^2, 0):
     value = kp mu0.m_0 - kp sum_i S_i.m_i - (-root + sum_{i>=1} [f0 + slope_i
@@ -359,8 +360,7 @@ def _mabn_kernel(m, kp, mu0, f0, slope, root, need_grad):
             if root_q > 0.0:
                 coef[i] = slope[i] / root_q
         sumsq += mm
-    grad = np.zeros((K, p))
-    if need_grad:
+    if grad.shape[0] > 0:
         total = np.zeros(p)
         for i in range(K):
             for j in range(p):
@@ -376,7 +376,7 @@ def _mabn_kernel(m, kp, mu0, f0, slope, root, need_grad):
             tail_c += coef[i]
         for j in range(p):
             grad[0, j] += kp * mu0[j]
-    return energy - z, grad
+    return energy - z
 
 
 def _omega(mu, gamma, need_grad):
@@ -523,11 +523,11 @@ def _ascend_compiled(objectives, points, steps, n_rounds, tol):
     b, v, Q = (np.ascontiguousarray(a) for a in stacked)
     p = mu.shape[2]
     gain, accepted = _ascend_kernel(
-        1 if cfg.method == "pr" else 0, mu, kappa, r, s, b, v, Q,
-        np.array([obj.lam for obj in objectives]), float(cfg.kappa_prior),
-        np.ascontiguousarray(cfg.mu0, dtype=np.float64), float(consts.f0),
-        np.ascontiguousarray(consts.slope, dtype=np.float64), float(consts.root),
-        float(cfg.gamma), float(cfg.alpha1), float(cfg.alpha2),
+        mu, kappa, r, s, b, v, Q, np.array([obj.lam for obj in objectives]),
+        float(cfg.kappa_prior), np.ascontiguousarray(cfg.mu0, dtype=np.float64),
+        float(consts.f0), np.ascontiguousarray(consts.slope, dtype=np.float64),
+        float(consts.root), float(cfg.gamma) if cfg.method == "pr" else None,
+        float(cfg.alpha1), float(cfg.alpha2),
         _asymptotic_coefficients(0.5 * (p - 1.0)), steps, int(n_rounds), float(tol))
     return [Point(mu[j], kappa[j], r[j], s[j]) for j in range(2)], gain, accepted
 
@@ -575,11 +575,12 @@ def _products_into(Q, b, mu, qm, mb, mqm):
 
 
 @njit(error_model="numpy")
-def _omega_kernel(mu, gamma, need_grad, grad):
-    """Omega of the rows of ``mu`` and, with ``need_grad``, its gradient into
-    ``grad``: :func:`~skbinvi.experts._angular.value_and_grad_unchecked`
-    without the (K, K, p) array of perpendicular components (each is formed
-    when needed). K >= 2."""
+def _omega_kernel(mu, gamma, grad):
+    """Omega of the rows of ``mu`` and its gradient into ``grad`` (K, p), unless
+    ``grad`` has no rows (shape (0, p): the value only):
+    :func:`~skbinvi.experts._angular.value_and_grad_unchecked` without the
+    (K, K, p) array of perpendicular components (each is formed when
+    needed). K >= 2."""
     K, p = mu.shape
     U = np.empty((K, p))
     for i in range(K):
@@ -622,7 +623,7 @@ def _omega_kernel(mu, gamma, need_grad, grad):
         for j in range(i + 1, K):
             var += (theta[i, j] - mean) ** 2
     var /= M
-    if need_grad:
+    if grad.shape[0] > 0:
         for i in range(K):
             for t in range(p):
                 grad[i, t] = 0.0
@@ -646,38 +647,39 @@ def _omega_kernel(mu, gamma, need_grad, grad):
 
 
 @njit(error_model="numpy")
-def _set_parts(method, mu, v, bes, gam, mb, mqm, kappa_prior, mu0, f0, slope, root,
-               gamma, lam, sep):
+def _set_parts(mu, v, bes, gam, mb, mqm, kappa_prior, mu0, f0, slope, root, gamma, lam,
+               sep):
     """:meth:`SetObjective.parts` of one set into ``sep`` (K,); returns the
-    coupling term."""
+    coupling term. ``gamma`` None: "vi" (MABN prior), else "pr" with Omega's
+    variance weight ``gamma`` (as in :func:`_ascend_kernel`)."""
     K, p = mu.shape
     for k in range(K):
         a, aok, omega, entropy = bes[0, k], bes[1, k], bes[2, k], bes[5, k]
         eg, eg2 = gam[0, k], gam[1, k]
         lik = (eg * a) * mb[k] + (eg2 * aok) * v[k] + (eg2 * omega) * mqm[k]
         direction = entropy
-        if method == 1:
+        if gamma is not None:
             dot = 0.0
             for t in range(p):
                 dot += mu[k, t] * mu0[t]
             direction = entropy + root + kappa_prior * a * dot
         sep[k] = direction + lik - gam[2, k]
-    if method == 1:
+    if gamma is not None:
         if lam != 0.0 and K > 1:
-            return lam * _omega_kernel(mu, gamma, False, mu)
+            return lam * _omega_kernel(mu, gamma, np.empty((0, p)))
         return 0.0
     m = np.empty((K, p))
     for k in range(K):
         for t in range(p):
             m[k, t] = bes[0, k] * mu[k, t]
-    return _mabn_kernel(m, kappa_prior, mu0, f0, slope, root, False)[0]
+    return _mabn_kernel(m, kappa_prior, mu0, f0, slope, root, np.empty((0, p)))
 
 
 @njit(error_model="numpy")
-def _set_gradient(method, mu, kappa, r, s, b, v, bes, gam, qm, mb, mqm, kappa_prior,
-                  mu0, f0, slope, root, gamma, lam, alpha1, alpha2, g_mu, g_kappa, g_r,
-                  g_s):
-    """:meth:`SetObjective.gradient` of one set into (g_mu, g_kappa, g_r, g_s)."""
+def _set_gradient(mu, kappa, r, s, b, v, bes, gam, qm, mb, mqm, kappa_prior, mu0, f0,
+                  slope, root, gamma, lam, alpha1, alpha2, g_mu, g_kappa, g_r, g_s):
+    """:meth:`SetObjective.gradient` of one set into (g_mu, g_kappa, g_r, g_s);
+    ``gamma`` as in :func:`_set_parts`."""
     K, p = mu.shape
     for k in range(K):
         a, aok, omega, da, d_aok = bes[0, k], bes[1, k], bes[2, k], bes[3, k], bes[4, k]
@@ -693,7 +695,7 @@ def _set_gradient(method, mu, kappa, r, s, b, v, bes, gam, qm, mb, mqm, kappa_pr
                   - ((rk - alpha1) * trigamma(rk) + alpha2 / sk - 1.0))
         g_s[k] = (-g_c1 * eg * a / sk - 2.0 * eg2 / sk * (g_c2 * aok + g_c3 * omega)
                   - (alpha1 / sk - rk * alpha2 / (sk * sk)))
-    if method == 1:
+    if gamma is not None:
         for k in range(K):
             dot = 0.0
             for t in range(p):
@@ -702,7 +704,7 @@ def _set_gradient(method, mu, kappa, r, s, b, v, bes, gam, qm, mb, mqm, kappa_pr
             g_kappa[k] += kappa_prior * bes[3, k] * dot
         if lam != 0.0 and K > 1:
             G = np.empty((K, p))
-            _omega_kernel(mu, gamma, True, G)
+            _omega_kernel(mu, gamma, G)
             for k in range(K):
                 for t in range(p):
                     g_mu[k, t] += lam * G[k, t]
@@ -711,7 +713,8 @@ def _set_gradient(method, mu, kappa, r, s, b, v, bes, gam, qm, mb, mqm, kappa_pr
     for k in range(K):
         for t in range(p):
             m[k, t] = bes[0, k] * mu[k, t]
-    G = _mabn_kernel(m, kappa_prior, mu0, f0, slope, root, True)[1]
+    G = np.empty((K, p))
+    _mabn_kernel(m, kappa_prior, mu0, f0, slope, root, G)
     for k in range(K):
         dot = 0.0
         for t in range(p):
@@ -721,14 +724,17 @@ def _set_gradient(method, mu, kappa, r, s, b, v, bes, gam, qm, mb, mqm, kappa_pr
 
 
 @njit(error_model="numpy")
-def _ascend_kernel(method, mu, kappa, r, s, b, v, Q, lams, kappa_prior, mu0, f0, slope,
-                   root, gamma, alpha1, alpha2, coef, steps, n_rounds, tol):
+def _ascend_kernel(mu, kappa, r, s, b, v, Q, lams, kappa_prior, mu0, f0, slope, root,
+                   gamma, alpha1, alpha2, coef, steps, n_rounds, tol):
     """:func:`ascend` on the statistics, both sets in one compiled pass.
 
     ``mu`` (2, K, p), ``kappa``, ``r``, ``s`` (2, K): experts then gates,
     updated in place; ``b`` (2, K, p), ``v`` (2, K), ``Q`` (2, K, p, p) the
-    statistics of each set; ``method`` 0 ("vi") or 1 ("pr"); ``lams`` (2,)
-    the weights of Omega; ``coef`` the asymptotic coefficients of A_p;
+    statistics of each set; ``gamma`` None for "vi" (the MABN prior), else
+    the variance weight of Omega for "pr": Numba compiles only the branches
+    of the method in use (it prunes ``gamma is None`` tests on the argument's
+    type), so a "vi" fit never compiles Omega; ``lams`` (2,) the weights of
+    Omega; ``coef`` the asymptotic coefficients of A_p;
     ``steps`` (8, K) updated in place. The steps, trials and acceptance
     rules are those of :func:`_ascend_python` (the derived quantities of a
     trial point are recomputed for the field it changes only). Returns
@@ -747,9 +753,8 @@ def _ascend_kernel(method, mu, kappa, r, s, b, v, Q, lams, kappa_prior, mu0, f0,
         vmf_point_quantities_into(pf, kappa[j], coef, bes[j])
         _gamma_into(r[j], s[j], alpha1, alpha2, gam[j])
         _products_into(Q[j], b[j], mu[j], qm[j], mb[j], mqm[j])
-        coupled[j] = _set_parts(method, mu[j], v[j], bes[j], gam[j], mb[j], mqm[j],
-                                kappa_prior, mu0, f0, slope, root, gamma, lams[j],
-                                sep[j])
+        coupled[j] = _set_parts(mu[j], v[j], bes[j], gam[j], mb[j], mqm[j], kappa_prior,
+                                mu0, f0, slope, root, gamma, lams[j], sep[j])
     values = np.array([np.sum(sep[0]) + coupled[0], np.sum(sep[1]) + coupled[1]])
     start = values[0] + values[1]
     accepted = False
@@ -765,9 +770,9 @@ def _ascend_kernel(method, mu, kappa, r, s, b, v, Q, lams, kappa_prior, mu0, f0,
         round_start = values[0] + values[1]
         for blk in range(8):
             j, f = blk // 4, blk % 4
-            _set_gradient(method, mu[j], kappa[j], r[j], s[j], b[j], v[j], bes[j],
-                          gam[j], qm[j], mb[j], mqm[j], kappa_prior, mu0, f0, slope,
-                          root, gamma, lams[j], alpha1, alpha2, g_mu, g_kappa, g_r, g_s)
+            _set_gradient(mu[j], kappa[j], r[j], s[j], b[j], v[j], bes[j], gam[j], qm[j],
+                          mb[j], mqm[j], kappa_prior, mu0, f0, slope, root, gamma,
+                          lams[j], alpha1, alpha2, g_mu, g_kappa, g_r, g_s)
             # the scaled ascent direction of the block (_scaled_direction)
             any_ok = False
             for k in range(K):
@@ -831,41 +836,44 @@ def _ascend_kernel(method, mu, kappa, r, s, b, v, Q, lams, kappa_prior, mu0, f0,
                             t_field[k] = r[j, k] * math.exp(hk * direction[k, 0])
                         else:
                             t_field[k] = s[j, k] * math.exp(hk * direction[k, 0])
+                # the trial's quantities: the current ones but for those of field f
+                # (one call site per kernel: each site is compiled separately)
+                x_mu, x_bes, x_gam, x_mb, x_mqm = mu[j], bes[j], gam[j], mb[j], mqm[j]
                 if f == 0:
                     _products_into(Q[j], b[j], t_mu, t_qm, t_mb, t_mqm)
-                    cp = _set_parts(method, t_mu, v[j], bes[j], gam[j], t_mb, t_mqm,
-                                    kappa_prior, mu0, f0, slope, root, gamma, lams[j],
-                                    t_sep)
+                    x_mu, x_mb, x_mqm = t_mu, t_mb, t_mqm
                 elif f == 1:
                     vmf_point_quantities_into(pf, t_field, coef, t_bes)
-                    cp = _set_parts(method, mu[j], v[j], t_bes, gam[j], mb[j], mqm[j],
-                                    kappa_prior, mu0, f0, slope, root, gamma, lams[j],
-                                    t_sep)
+                    x_bes = t_bes
                 else:
-                    if f == 2:
-                        _gamma_into(t_field, s[j], alpha1, alpha2, t_gam)
-                    else:
-                        _gamma_into(r[j], t_field, alpha1, alpha2, t_gam)
-                    cp = _set_parts(method, mu[j], v[j], bes[j], t_gam, mb[j], mqm[j],
-                                    kappa_prior, mu0, f0, slope, root, gamma, lams[j],
-                                    t_sep)
+                    x_r, x_s = (t_field, s[j]) if f == 2 else (r[j], t_field)
+                    _gamma_into(x_r, x_s, alpha1, alpha2, t_gam)
+                    x_gam = t_gam
+                cp = _set_parts(x_mu, v[j], x_bes, x_gam, x_mb, x_mqm, kappa_prior, mu0, f0,
+                                slope, root, gamma, lams[j], t_sep)
                 cand = np.sum(t_sep) + cp
                 if math.isfinite(cand) and cand >= values[j]:
-                    if f == 0:
-                        mu[j] = t_mu
-                        qm[j] = t_qm
-                        mb[j] = t_mb
-                        mqm[j] = t_mqm
-                    elif f == 1:
-                        kappa[j] = t_field
-                        bes[j] = t_bes
-                    elif f == 2:
-                        r[j] = t_field
-                        gam[j] = t_gam
-                    else:
-                        s[j] = t_field
-                        gam[j] = t_gam
-                    sep[j] = t_sep
+                    # element loops, not slice assignments (whose shape checks
+                    # compile error-message formatting)
+                    for k in range(K):
+                        if f == 0:
+                            for t in range(p):
+                                mu[j, k, t] = t_mu[k, t]
+                                qm[j, k, t] = t_qm[k, t]
+                            mb[j, k] = t_mb[k]
+                            mqm[j, k] = t_mqm[k]
+                        elif f == 1:
+                            kappa[j, k] = t_field[k]
+                            for t in range(6):
+                                bes[j, t, k] = t_bes[t, k]
+                        else:
+                            if f == 2:
+                                r[j, k] = t_field[k]
+                            else:
+                                s[j, k] = t_field[k]
+                            for t in range(3):
+                                gam[j, t, k] = t_gam[t, k]
+                        sep[j, k] = t_sep[k]
                     values[j] = cand
                     accepted = True
                     for k in range(K):

@@ -729,8 +729,13 @@ def _gate_newton_row(mean_i, var_i, ci, la, ha, n_rounds, tol, gain_tol, d, e, l
     (K,) hold d_j, exp(-d_j) and lam(d_j) at that c, so that the caller does
     not evaluate them again.
     """
-    for _ in range(n_rounds):
+    # n_rounds Newton steps, then one more evaluation at the last c: one call
+    # site of _gate_derivatives (each inlined copy costs compile time)
+    last = max(n_rounds, 0)
+    for it in range(last + 1):
         g, H = _gate_derivatives(mean_i, var_i, ci, d, e, lam)
+        if it == last:
+            break
         if H > 0.0 and g * g <= 2.0 * gain_tol * H:
             return ci
         if g < 0.0:
@@ -749,7 +754,6 @@ def _gate_newton_row(mean_i, var_i, ci, la, ha, n_rounds, tol, gain_tol, d, e, l
         if not abs(c_new - ci) > scale:
             return ci
         ci = c_new
-    _gate_derivatives(mean_i, var_i, ci, d, e, lam)
     return ci
 
 
@@ -1013,8 +1017,10 @@ def _optimal_likelihood_pieces(y, mean_b, second_b, mean_e, second_e, n_rounds, 
                          f"{mean_e.shape} and {second_e.shape}.")
     n = mean_e.shape[0]
     use_c0 = c_init is not None
-    c0 = (np.ascontiguousarray(np.broadcast_to(np.asarray(c_init, dtype=np.float64),
-                                               (n,))) if use_c0 else np.zeros(1))
+    # a writable copy: a read-only c0 (from broadcast_to) would compile another
+    # signature of the kernel
+    c0 = (np.array(np.broadcast_to(np.asarray(c_init, dtype=np.float64), (n,)))
+          if use_c0 else np.zeros(1))
     sign = 2.0 * np.asarray(y, dtype=np.float64) - 1.0
     phi, xi, c, d, terms, g_mean, g_second = _moment_rows(
         sign, *(np.ascontiguousarray(v, dtype=np.float64)
@@ -1139,13 +1145,12 @@ _ROW_CHUNK = 512
 PARALLEL_MIN_WORK = 200_000
 
 
-@njit
 def _row_outputs(n, K, want_weights):
-    """Outputs phi, xi, d (n, K), c (n,), the weights G_M, G_V ((n, 2K) with
-    ``want_weights``, else (1, 2K), unused) and the row terms (n, 3)."""
+    """Outputs phi, xi, d (n, K), c (n,) and the weights G_M, G_V ((n, 2K) with
+    ``want_weights``, else (1, 2K), unused) of the row kernels."""
     nw = n if want_weights else 1
     return (np.empty((n, K)), np.empty((n, K)), np.empty((n, K)), np.empty(n),
-            np.empty((nw, 2 * K)), np.empty((nw, 2 * K)), np.zeros((n, 3)))
+            np.empty((nw, 2 * K)), np.empty((nw, 2 * K)))
 
 
 @njit
@@ -1160,40 +1165,34 @@ def _sum_row_terms(row_terms):
 
 
 @njit(inline="always")
-def _moment_range(lo, hi, sign, mean_b, second_b, mean_e, second_e, c0, use_c0,
-                  n_rounds, tol, gain_tol, want_weights, phi, xi, d, c, g_mean,
-                  g_second, row_terms):
-    """Rows lo..hi-1 of :func:`_moment_rows` (their own (K,) buffers)."""
-    K = mean_b.shape[1]
-    a, var_e, e, lam = np.empty(K), np.empty(K), np.empty(K), np.empty(K)
-    for i in range(lo, hi):
-        for k in range(K):
-            var_e[k] = max(second_e[i, k] - mean_e[i, k] * mean_e[i, k], 0.0)
-        w = i if want_weights else 0
-        c[i] = _optimal_row(sign[i], mean_b[i], second_b[i], mean_e[i], var_e,
-                            c0[i] if use_c0 else 0.0, use_c0, n_rounds, tol, gain_tol,
-                            phi[i], xi[i], d[i], e, lam, a, row_terms[i], want_weights,
-                            g_mean[w], g_second[w])
-
-
-@njit(inline="always")
-def _objective_range(lo, hi, sign, sq, t_b, t_e, indptr, indices, data, mut_b, mut_e,
-                     from_csr, coef_b, coef_e, c0, use_c0, n_rounds, tol, gain_tol,
+def _objective_range(lo, hi, sign, sq, t_b, t_e, s_b, s_e, indptr, indices, data, mut_b,
+                     mut_e, source, coef_b, coef_e, c0, use_c0, n_rounds, tol, gain_tol,
                      want_weights, phi, xi, d, c, g_mean, g_second, row_terms):
-    """Rows lo..hi-1 of :func:`_objective_rows` (their own (K,) buffers).
+    """Rows lo..hi-1 of :func:`_objective_rows` or :func:`_moment_rows` (their
+    own (K,) buffers).
 
-    The projections t = mu^T x of row i are ``t_b[i]``, ``t_e[i]``, or with
-    ``from_csr`` they are formed here from the CSR row (``indptr``,
-    ``indices``, ``data``) and the mean directions transposed, ``mut_b``,
-    ``mut_e`` (p, K): the sums of sparse-times-dense products in the same
-    order, without the (n, K) arrays.
+    ``source`` says where the moments of row i come from. 0: the projections
+    t = mu^T x are ``t_b[i]``, ``t_e[i]``; 1: they are formed here from the
+    CSR row (``indptr``, ``indices``, ``data``) and the mean directions
+    transposed, ``mut_b``, ``mut_e`` (p, K): the sums of sparse-times-dense
+    products in the same order, without the (n, K) arrays; with 0 and 1 the
+    moments are formed from t, ``sq`` and ``coef_*``. 2: the moments are
+    given, E[t] in ``t_b``, ``t_e`` and E[t^2] in ``s_b``, ``s_e`` (those of
+    :func:`_moment_rows`).
     """
-    K = coef_b.shape[1]
+    K = phi.shape[1]
     a, var_e, e, lam = np.empty(K), np.empty(K), np.empty(K), np.empty(K)
     mean_b, second_b, mean_e = np.empty(K), np.empty(K), np.empty(K)
     row_b, row_e = np.empty(K), np.empty(K)
     for i in range(lo, hi):
-        if from_csr:
+        if source == 2:
+            for k in range(K):
+                mean_b[k] = t_b[i, k]
+                second_b[k] = s_b[i, k]
+                m = t_e[i, k]
+                mean_e[k] = m
+                var_e[k] = max(s_e[i, k] - m * m, 0.0)
+        elif source == 1:
             for k in range(K):
                 row_b[k] = 0.0
                 row_e[k] = 0.0
@@ -1208,14 +1207,16 @@ def _objective_range(lo, hi, sign, sq, t_b, t_e, indptr, indices, data, mut_b, m
             for k in range(K):
                 row_b[k] = t_b[i, k]
                 row_e[k] = t_e[i, k]
-        for k in range(K):
-            tb = row_b[k]
-            mean_b[k] = coef_b[0, k] * tb
-            second_b[k] = coef_b[1, k] * sq[i] + coef_b[2, k] * (tb * tb)
-            te = row_e[k]
-            m = coef_e[0, k] * te
-            mean_e[k] = m
-            var_e[k] = max(coef_e[1, k] * sq[i] + coef_e[2, k] * (te * te) - m * m, 0.0)
+        if source != 2:
+            for k in range(K):
+                tb = row_b[k]
+                mean_b[k] = coef_b[0, k] * tb
+                second_b[k] = coef_b[1, k] * sq[i] + coef_b[2, k] * (tb * tb)
+                te = row_e[k]
+                m = coef_e[0, k] * te
+                mean_e[k] = m
+                var_e[k] = max(coef_e[1, k] * sq[i] + coef_e[2, k] * (te * te) - m * m,
+                               0.0)
         w = i if want_weights else 0
         c[i] = _optimal_row(sign[i], mean_b, second_b, mean_e, var_e,
                             c0[i] if use_c0 else 0.0, use_c0, n_rounds, tol, gain_tol,
@@ -1223,75 +1224,52 @@ def _objective_range(lo, hi, sign, sq, t_b, t_e, indptr, indices, data, mut_b, m
                             g_mean[w], g_second[w])
 
 
-@njit(nogil=True)
-def _moment_rows_serial(sign, mean_b, second_b, mean_e, second_e, c0, use_c0, n_rounds,
-                        tol, gain_tol, want_weights):
-    n, K = mean_b.shape
-    phi, xi, d, c, g_mean, g_second, row_terms = _row_outputs(n, K, want_weights)
-    _moment_range(0, n, sign, mean_b, second_b, mean_e, second_e, c0, use_c0, n_rounds,
-                  tol, gain_tol, want_weights, phi, xi, d, c, g_mean, g_second,
-                  row_terms)
-    return phi, xi, c, d, _sum_row_terms(row_terms), g_mean, g_second
-
-
-@njit(parallel=True)
-def _moment_rows_parallel(sign, mean_b, second_b, mean_e, second_e, c0, use_c0,
-                          n_rounds, tol, gain_tol, want_weights):
-    n, K = mean_b.shape
-    phi, xi, d, c, g_mean, g_second, row_terms = _row_outputs(n, K, want_weights)
-    for chunk in prange((n + _ROW_CHUNK - 1) // _ROW_CHUNK):
-        _moment_range(chunk * _ROW_CHUNK, min(n, (chunk + 1) * _ROW_CHUNK), sign,
-                      mean_b, second_b, mean_e, second_e, c0, use_c0, n_rounds, tol,
-                      gain_tol, want_weights, phi, xi, d, c, g_mean, g_second,
-                      row_terms)
-    return phi, xi, c, d, _sum_row_terms(row_terms), g_mean, g_second
-
-
 @njit
-def _objective_rows_serial_into(sign, sq, t_b, t_e, indptr, indices, data, mut_b, mut_e,
-                                from_csr, coef_b, coef_e, c0, use_c0, n_rounds, tol,
-                                gain_tol, want_weights, phi, xi, d, c, g_mean,
-                                g_second):
-    """:func:`_objective_rows_serial` writing into given outputs; returns the terms."""
-    n = sq.shape[0]
+def _objective_rows_serial_into(sign, sq, t_b, t_e, s_b, s_e, indptr, indices, data,
+                                mut_b, mut_e, source, coef_b, coef_e, c0, use_c0,
+                                n_rounds, tol, gain_tol, want_weights, phi, xi, d, c,
+                                g_mean, g_second):
+    """:func:`_objective_rows_serial` writing into given outputs (arguments of
+    :func:`_objective_range`); returns the terms."""
+    n = sign.shape[0]
     row_terms = np.zeros((n, 3))
-    _objective_range(0, n, sign, sq, t_b, t_e, indptr, indices, data, mut_b, mut_e,
-                     from_csr, coef_b, coef_e, c0, use_c0, n_rounds, tol, gain_tol,
+    _objective_range(0, n, sign, sq, t_b, t_e, s_b, s_e, indptr, indices, data, mut_b,
+                     mut_e, source, coef_b, coef_e, c0, use_c0, n_rounds, tol, gain_tol,
                      want_weights, phi, xi, d, c, g_mean, g_second, row_terms)
     return _sum_row_terms(row_terms)
 
 
 @njit(parallel=True)
-def _objective_rows_parallel_into(sign, sq, t_b, t_e, indptr, indices, data, mut_b,
-                                  mut_e, from_csr, coef_b, coef_e, c0, use_c0, n_rounds,
-                                  tol, gain_tol, want_weights, phi, xi, d, c, g_mean,
-                                  g_second):
-    """:func:`_objective_rows_parallel` writing into given outputs; returns the
-    terms."""
-    n = sq.shape[0]
+def _objective_rows_parallel_into(sign, sq, t_b, t_e, s_b, s_e, indptr, indices, data,
+                                  mut_b, mut_e, source, coef_b, coef_e, c0, use_c0,
+                                  n_rounds, tol, gain_tol, want_weights, phi, xi, d, c,
+                                  g_mean, g_second):
+    """:func:`_objective_rows_serial_into` in parallel chunks of rows (the same
+    numbers); returns the terms."""
+    n = sign.shape[0]
     row_terms = np.zeros((n, 3))
     for chunk in prange((n + _ROW_CHUNK - 1) // _ROW_CHUNK):
         _objective_range(chunk * _ROW_CHUNK, min(n, (chunk + 1) * _ROW_CHUNK), sign, sq,
-                         t_b, t_e, indptr, indices, data, mut_b, mut_e, from_csr,
+                         t_b, t_e, s_b, s_e, indptr, indices, data, mut_b, mut_e, source,
                          coef_b, coef_e, c0, use_c0, n_rounds, tol, gain_tol,
                          want_weights, phi, xi, d, c, g_mean, g_second, row_terms)
     return _sum_row_terms(row_terms)
 
 
 def _rows_source(t_b, t_e, csr):
-    """The projection arguments of the row kernels: (t_b, t_e, indptr,
-    indices, data, mu_b^T, mu_e^T, from_csr) from given projections (n, K)
-    each, or, when ``t_b``, ``t_e`` are None, from ``csr`` = (indptr,
-    indices, data, mu_b (K, p), mu_e (K, p))."""
+    """The projection arguments of the row kernels: (t_b, t_e, s_b, s_e,
+    indptr, indices, data, mu_b^T, mu_e^T, source) from given projections
+    (n, K) each (source 0), or, when ``t_b``, ``t_e`` are None, from ``csr`` =
+    (indptr, indices, data, mu_b (K, p), mu_e (K, p)) (source 1); see
+    :func:`_objective_range`."""
     empty_i, empty_f = np.zeros(1, dtype=np.int64), np.zeros(1)
     if t_b is not None:
-        K = t_b.shape[1]
-        return (t_b, t_e, empty_i, empty_i, empty_f, np.zeros((1, K)), np.zeros((1, K)),
-                False)
+        unused = np.zeros((1, t_b.shape[1]))
+        return (t_b, t_e, unused, unused, empty_i, empty_i, empty_f, unused, unused, 0)
     indptr, indices, data, mu_b, mu_e = csr
-    K = mu_b.shape[0]
-    return (np.zeros((1, K)), np.zeros((1, K)), indptr, indices, data,
-            np.ascontiguousarray(mu_b.T), np.ascontiguousarray(mu_e.T), True)
+    unused = np.zeros((1, mu_b.shape[0]))
+    return (unused, unused, unused, unused, indptr, indices, data,
+            np.ascontiguousarray(mu_b.T), np.ascontiguousarray(mu_e.T), 1)
 
 
 def _objective_rows_serial(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds,
@@ -1300,7 +1278,7 @@ def _objective_rows_serial(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rou
     a Numba function calling a parallel one can crash when both are loaded
     from Numba's cache); ``csr`` as in :func:`_objective_rows`."""
     n, K = sq.shape[0], coef_b.shape[1]
-    phi, xi, d, c, g_mean, g_second, _ = _row_outputs(n, K, want_weights)
+    phi, xi, d, c, g_mean, g_second = _row_outputs(n, K, want_weights)
     terms = _objective_rows_serial_into(sign, sq, *_rows_source(t_b, t_e, csr), coef_b,
                                         coef_e, c0, use_c0, n_rounds, tol, gain_tol,
                                         want_weights, phi, xi, d, c, g_mean, g_second)
@@ -1312,7 +1290,7 @@ def _objective_rows_parallel(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_r
     """:func:`_objective_rows_parallel_into` into new arrays (see
     :func:`_objective_rows_serial`)."""
     n, K = sq.shape[0], coef_b.shape[1]
-    phi, xi, d, c, g_mean, g_second, _ = _row_outputs(n, K, want_weights)
+    phi, xi, d, c, g_mean, g_second = _row_outputs(n, K, want_weights)
     terms = _objective_rows_parallel_into(sign, sq, *_rows_source(t_b, t_e, csr),
                                           coef_b, coef_e, c0, use_c0, n_rounds, tol,
                                           gain_tol, want_weights, phi, xi, d, c, g_mean,
@@ -1336,14 +1314,22 @@ def _moment_rows(sign, mean_b, second_b, mean_e, second_e, c0, use_c0, n_rounds,
     variances are max(second - mean^2, 0) as in :func:`_gate_moments`.
     Returns (phi, xi, c, d, (expert, gate, entropy terms), G_M, G_V), the
     last two the fixed-auxiliary weights (n, 2K) of :func:`_likelihood_row`
-    (only with ``want_weights``). Large passes run in parallel chunks of
+    (only with ``want_weights``). The kernels of :func:`_objective_rows`
+    with the moments given (source 2 of :func:`_objective_range`: one
+    compiled row pass for both). Large passes run in parallel chunks of
     rows (:func:`use_parallel`); each row's terms are kept and summed in row
     order, so the result does not depend on the number of threads.
     """
-    kernel = (_moment_rows_parallel if use_parallel(*mean_b.shape)
-              else _moment_rows_serial)
-    return kernel(sign, mean_b, second_b, mean_e, second_e, c0, use_c0, n_rounds, tol,
-                  gain_tol, want_weights)
+    n, K = mean_b.shape
+    phi, xi, d, c, g_mean, g_second = _row_outputs(n, K, want_weights)
+    kernel = (_objective_rows_parallel_into if use_parallel(n, K)
+              else _objective_rows_serial_into)
+    unused_f, unused_i = np.zeros(1), np.zeros(1, dtype=np.int64)
+    unused = np.zeros((1, K))
+    terms = kernel(sign, unused_f, mean_b, mean_e, second_b, second_e, unused_i, unused_i,
+                   unused_f, unused, unused, 2, unused, unused, c0, use_c0, n_rounds, tol,
+                   gain_tol, want_weights, phi, xi, d, c, g_mean, g_second)
+    return phi, xi, c, d, terms, g_mean, g_second
 
 
 def _objective_rows(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, tol,
@@ -1370,7 +1356,7 @@ def _objective_rows(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, to
     n, K = sq.shape[0], coef_b.shape[1]
     if (out is None or not want_weights or out[0].shape != (n, K)
             or out[3].shape != (n,) or out[4].shape != (n, 2 * K)):
-        out = _row_outputs(n, K, want_weights)[:6]
+        out = _row_outputs(n, K, want_weights)
     phi, xi, d, c, g_mean, g_second = out
     kernel = (_objective_rows_parallel_into if use_parallel(n, K)
               else _objective_rows_serial_into)

@@ -246,18 +246,25 @@ def vmf_point_quantities(p, kappa):
     dimension p (float) for the concentrations ``kappa`` (float64, shape
     (K,)): those of :func:`_bessel_quantities` with the normalizer, plus
     d(A_p/kappa)/dkappa and the entropy H = -log C_p - kappa A_p, in one
-    compiled pass after the two ``ive`` evaluations (:func:`_point_kernel`;
-    the NumPy version costs ~40 array operations per call, and the ascent
-    makes ~20 calls per iteration). Equal to :func:`_bessel_quantities` to
-    rounding (checked in tests/test_experts_vmf.py).
+    compiled pass (the NumPy version costs ~40 array operations per call, and
+    the ascent makes ~20 calls per iteration): :func:`vmf_point_quantities_into`,
+    the kernel the compiled ascent calls, when SciPy exports ``ive`` to
+    compiled code, else :func:`_point_kernel` after two ``ive`` evaluations
+    (the same numbers). Equal to :func:`_bessel_quantities` to rounding
+    (checked in tests/test_experts_vmf.py).
     """
     p = float(p)
     kappa = np.ascontiguousarray(kappa, dtype=np.float64)
+    coef = _asymptotic_coefficients(0.5 * (p - 1.0))
+    if _IVE is not None:
+        out = np.empty((6, kappa.shape[0]))
+        vmf_point_quantities_into(p, kappa, coef, out)
+        return out
     nu = 0.5 * p - 1.0
     with np.errstate(under="ignore"):
         iv0 = special.ive(nu, kappa)
         iv1 = special.ive(nu + 1.0, kappa)
-    return _point_kernel(p, kappa, iv0, iv1, _asymptotic_coefficients(0.5 * (p - 1.0)))
+    return _point_kernel(p, kappa, iv0, iv1, coef)
 
 
 @njit
@@ -285,7 +292,8 @@ def _log_hyp0f1_one(b, x):
 
 @njit
 def _point_kernel(p, kappa, iv0, iv1, coef):
-    """The loop of :func:`vmf_point_quantities`: :func:`_point_one` per element."""
+    """:func:`vmf_point_quantities` from given ``ive`` values (when SciPy does
+    not export ``ive`` to compiled code): :func:`_point_one` per element."""
     K = kappa.shape[0]
     out = np.empty((6, K))
     for i in range(K):
