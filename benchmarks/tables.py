@@ -103,7 +103,92 @@ def noisy_or_vs_lda():
                  "--ttq-corpora body --components 50 100 150 (and r8)")
 
 
+_CORPUS_LABELS = {"body": "Reuters bodies", "r8": "R8", "headline": "Reuters headlines",
+                  "mnist": "binary MNIST", "r52": "R52"}
+
+
+def _feature_runs():
+    data = load("bench_features")
+    groups = {}
+    for run in data["runs"]:
+        groups.setdefault((run["corpus"], run["K"], run["method"]), []).append(run)
+    # raw words have no K: the same runs stand beside every K
+    for (corpus, K, method) in list(groups):
+        if method != "raw":
+            groups.setdefault((corpus, K, "raw"), groups.get((corpus, None, "raw")))
+    corpora = [c for c in data["settings"]["corpora"]
+               if any(key[0] == c for key in groups)]
+    return data, groups, corpora
+
+
+def _headline_accuracy(runs, n):
+    return _mean([run["headline"][str(n)]["accuracy"] for run in runs])
+
+
+def document_features():
+    """Noisy-OR features against LSA and raw words, by number of labels.
+
+    From ``bench_features.json`` (``bench_features.py``): each feature model
+    fitted on all training documents without labels, then a
+    ``LogisticRegression`` trained on n labelled ones (mean of 5 draws; one
+    per label on multi-label corpora). Noisy-OR: the default pipeline, no
+    scaler; LSA and raw words: the better of with and without a
+    ``StandardScaler``. Accuracy in percent, mean over seeds; fit seconds of
+    the feature model (wall).
+    """
+    _, groups, corpora = _feature_runs()
+    rows = []
+    for corpus in corpora:
+        for K in sorted({key[1] for key in groups
+                         if key[0] == corpus and key[1] is not None}):
+            runs = {m: groups[(corpus, K, m)] for m in ("lsa", "raw", "acp", "avi")}
+            cells = [_CORPUS_LABELS.get(corpus, corpus), str(K), str(len(runs["acp"]))]
+            for n in (20, 100):
+                cells += [f"{100 * _headline_accuracy(runs[m], n):.1f}"
+                          for m in ("lsa", "acp", "avi")]
+            cells += [f"{100 * _headline_accuracy(runs[m], 'all'):.1f}"
+                      for m in ("lsa", "raw", "acp", "avi")]
+            cells += [f"{_mean([r['fit_seconds'] for r in runs[m]]):.1f}"
+                      for m in ("lsa", "acp")]
+            rows.append(cells)
+    header = ["corpus", "K", "seeds",
+              "20 labels: LSA", "ACP", "AVI", "100 labels: LSA", "ACP", "AVI",
+              "all labels: LSA", "raw words", "ACP", "AVI", "fit s: LSA", "ACP"]
+    return Table(header, rows, "python benchmarks/bench_features.py --corpora body r8 "
+                 "headline mnist --components 50 100 --seeds 0 1 2")
+
+
+def document_features_all_labels():
+    """Every method with all labels, and the fit seconds of each.
+
+    From ``bench_features.json``: accuracy in percent (noisy-OR: default
+    pipeline; LSA, LDA, NMF, raw words: the better of with and without a
+    ``StandardScaler``), mean over seeds; fit seconds (wall / CPU) of the
+    feature model.
+    """
+    _, groups, corpora = _feature_runs()
+    methods = ("lsa", "lda", "nmf", "raw", "acp", "avi")
+    rows = []
+    for corpus in corpora:
+        for K in sorted({key[1] for key in groups
+                         if key[0] == corpus and key[1] is not None}):
+            cells = [_CORPUS_LABELS.get(corpus, corpus), str(K)]
+            cells += [f"{100 * _headline_accuracy(groups[(corpus, K, m)], 'all'):.1f}"
+                      for m in methods]
+            for m in ("lsa", "lda", "nmf", "acp", "avi"):
+                runs = groups[(corpus, K, m)]
+                cells.append(f"{_mean([r['fit_seconds'] for r in runs]):.1f} / "
+                             f"{_mean([r['fit_cpu_seconds'] for r in runs]):.1f}")
+            rows.append(cells)
+    header = ["corpus", "K", "LSA", "LDA", "NMF", "raw words", "ACP", "AVI",
+              "fit s LSA", "LDA", "NMF", "ACP", "AVI"]
+    return Table(header, rows, "python benchmarks/bench_features.py --corpora body r8 "
+                 "headline mnist --components 50 100 --seeds 0 1 2")
+
+
 TABLES = {
+    "document_features": document_features,
+    "document_features_all_labels": document_features_all_labels,
     "noisy_or_vs_lda": noisy_or_vs_lda,
 }
 

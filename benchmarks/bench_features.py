@@ -1,0 +1,648 @@
+"""Document features for a linear classifier: noisy-OR against the baselines.
+
+Run from the repository root::
+
+    python benchmarks/bench_features.py          # body r8 headline mnist, K 50 100
+    python benchmarks/bench_features.py --quick  # headline, K=20, seed 0 (< 2 min)
+    python benchmarks/bench_features.py --report results/bench_features.json
+    python benchmarks/bench_features.py --corpora body r8 headline mnist r52 \\
+        --components 50 100 --seeds 0 1 2
+
+For each corpus, K and seed, every feature model is fitted once, without
+labels, on all the training documents (binary document-word matrices):
+
+acp, avi
+    ``NoisyORFactorizer(K, inference=..., random_state=seed)``, all other
+    parameters at their defaults; the features are ``transform`` (posterior
+    logits).
+lda
+    ``LatentDirichletAllocation(K, learning_method="online",
+    random_state=seed)`` on the binary matrix.
+lsa
+    ``TfidfTransformer()`` then ``TruncatedSVD(K, random_state=seed)``.
+nmf
+    ``TfidfTransformer()`` then ``NMF(K, init="nndsvda", random_state=seed,
+    max_iter=200)``.
+raw
+    The binary words themselves (no factorization; independent of K, so it
+    is measured once per corpus and seed and shown beside every K).
+
+The features feed ``LogisticRegression()`` (inside ``OneVsRestClassifier``
+on the multi-label corpora ``body`` and ``headline``, scored by exact
+match; the others by accuracy), the protocol of ``bench_noisy_or.py``'s
+``work_ttq`` / ``_default_accuracy``, in two variants: "plain" (the
+classifier alone) and "scaled" (``StandardScaler()`` first, fitted on the
+labelled documents; ``with_mean=False`` on the sparse raw words, as
+scikit-learn requires). The classifier is trained on n labelled training
+documents for each n of ``--labels`` ("all" = every training document):
+5 random draws per n (one for "all"), the same draws for every method at a
+given seed; a single-label draw holds every class at least once when n is at
+least the number of classes, a multi-label draw is plain random.
+
+The headline figure of a baseline (lsa, lda, nmf, raw) is the better of its
+two variants on test accuracy (per seed and n, as a user tuning it would);
+that of noisy-OR is its default pipeline (plain). Both variants are in the
+JSON.
+
+Timings: wall and CPU (process) seconds of ``fit`` and of ``transform`` of
+the training and test documents, after a warm-up fit of a tiny model of the
+same method on the same corpus (so Numba compilation and first-call costs
+are excluded). Everything runs in one process, one fit at a time. For
+noisy-OR also the test ELBO (``score``, nats per document) and the causes in
+use (``n_active_components_``: prior above 0.01).
+
+The corpora are built by ``bench_noisy_or._corpus`` (``r52`` needs the
+Reuters-21578 source of ``bench_noisy_or_raw.py``, ``../shared/data``; a
+corpus whose source is missing is skipped with a message).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+from _harness import import_skbinvi, machine_info, table  # noqa: E402
+from _harness import rounded as _r  # noqa: E402
+
+DEFAULT_OUT = os.path.join(HERE, "results", "bench_features.json")
+QUICK_OUT = os.path.join(HERE, "results", "bench_features_quick.json")
+DEFAULT_CORPORA = ("body", "r8", "headline", "mnist")
+KNOWN_CORPORA = ("body", "r8", "headline", "mnist", "r52")
+METHODS = ("lsa", "lda", "nmf", "raw", "acp", "avi")
+NOISY_OR = ("acp", "avi")
+N_DRAWS = 5
+VARIANTS = ("plain", "scaled")
+
+
+# ----------------------------------------------------------------- data
+def load_corpus(name):
+    """(X_train, y_train, X_test, y_test), binary CSR float64, via
+    ``bench_noisy_or._corpus`` (the builder of the ttq section)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    import bench_noisy_or
+
+    X_train, y_train, X_test, y_test = bench_noisy_or._corpus(name)
+    X_train = sp.csr_matrix(X_train, dtype=np.float64)
+    X_test = sp.csr_matrix(X_test, dtype=np.float64)
+    X_train.data[:] = 1.0
+    X_test.data[:] = 1.0
+    return X_train, np.asarray(y_train), X_test, np.asarray(y_test)
+
+
+def corpus_info(X_train, y_train, X_test, y_test):
+    import numpy as np
+
+    multi = y_train.ndim == 2
+    return {
+        "n_train": int(X_train.shape[0]),
+        "n_test": int(X_test.shape[0]),
+        "n_features": int(X_train.shape[1]),
+        "n_classes": int(y_train.shape[1] if multi else np.unique(y_train).size),
+        "multilabel": bool(multi),
+        "metric": "exact match" if multi else "accuracy",
+        "words_per_document": _r(X_train.getnnz(axis=1).mean(), 1),
+    }
+
+
+def parse_labels(values):
+    out = []
+    for v in values:
+        if str(v).lower() == "all":
+            out.append("all")
+        else:
+            n = int(v)
+            if n <= 0:
+                raise argparse.ArgumentTypeError(f"label count must be > 0: {v}")
+            out.append(n)
+    return out
+
+
+def draw_labelled(y, n, seed, draw):
+    """Indices of n labelled training documents (sorted).
+
+    Single-label: when n >= the number of classes, one random document of
+    each class, the rest uniformly at random; below that a plain random draw
+    with at least two classes. Multi-label (indicator matrix): plain random.
+    Depends only on (seed, n, draw), so every method gets the same draws.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng([seed, n, draw])
+    n_train = y.shape[0]
+    if y.ndim == 2:
+        return np.sort(rng.choice(n_train, n, replace=False))
+    classes = np.unique(y)
+    if n >= classes.size:
+        first = np.array([rng.choice(np.flatnonzero(y == c)) for c in classes])
+        rest = np.setdiff1d(np.arange(n_train), first)
+        more = rng.choice(rest, n - classes.size, replace=False)
+        return np.sort(np.concatenate([first, more]))
+    for _ in range(1000):
+        idx = rng.choice(n_train, n, replace=False)
+        if np.unique(y[idx]).size >= 2:
+            return np.sort(idx)
+    raise ValueError(f"no draw of {n} documents holds two classes")
+
+
+# ----------------------------------------------------------------- models
+def make_model(method, K, seed):
+    from sklearn.decomposition import NMF, LatentDirichletAllocation, TruncatedSVD
+    from sklearn.feature_extraction.text import TfidfTransformer
+    from sklearn.pipeline import make_pipeline
+
+    from skbinvi import NoisyORFactorizer
+
+    if method in NOISY_OR:
+        return NoisyORFactorizer(K, inference=method, random_state=seed)
+    if method == "lda":
+        return LatentDirichletAllocation(K, learning_method="online", random_state=seed)
+    if method == "lsa":
+        return make_pipeline(TfidfTransformer(), TruncatedSVD(K, random_state=seed))
+    if method == "nmf":
+        return make_pipeline(TfidfTransformer(),
+                             NMF(K, init="nndsvda", random_state=seed, max_iter=200))
+    raise ValueError(method)
+
+
+def warm_up(method, X_train, X_test):
+    """Fit/transform (and score) a tiny model of ``method`` on slices of the
+    corpus, so that compilation and first-call costs stay out of the timings.
+    Noisy-OR: also with every pass split between threads (the kernels that
+    large fits use), as ``bench_noisy_or.work_ttq`` does. Returns seconds."""
+    import bench_noisy_or
+
+    tic = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if method in NOISY_OR:
+            from skbinvi import NoisyORFactorizer
+
+            for split in (False, True):
+                with bench_noisy_or._split_passes(split):
+                    warm = NoisyORFactorizer(3, inference=method, max_iter=1,
+                                             random_state=0)
+                    warm.fit(X_train[:300])
+                    warm.transform(X_test[:5])
+                    warm.score(X_test[:5])
+        elif method != "raw":
+            make_model(method, 3, 0).fit(X_train[:300]).transform(X_test[:5])
+    return time.perf_counter() - tic
+
+
+def _timed(call):
+    """(result, wall seconds, CPU seconds of the process: all its threads)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = call()
+    return out, time.perf_counter() - t0, time.process_time() - c0
+
+
+def _warning_names(caught):
+    names = {}
+    for w in caught:
+        key = w.category.__name__
+        names[key] = names.get(key, 0) + 1
+    return names
+
+
+# ----------------------------------------------------------------- classifier
+def make_classifier(variant, multilabel, sparse):
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.multiclass import OneVsRestClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    clf = LogisticRegression()
+    if multilabel:
+        clf = OneVsRestClassifier(clf)
+    if variant == "scaled":
+        return make_pipeline(StandardScaler(with_mean=not sparse), clf)
+    return clf
+
+
+def evaluate(F_train, y_train, F_test, y_test, labels, seed):
+    """Accuracy (exact match when multi-label) per label count and variant.
+
+    Returns {"accuracy": {variant: {n: mean}}, "accuracy_draws": {variant: {n:
+    [...]}}, "n_labelled": {n: int}, "classifier_seconds": float,
+    "classifier_convergence_warnings": {variant: int}}.
+    """
+    import scipy.sparse as sp
+    from sklearn.exceptions import ConvergenceWarning
+
+    multi = y_train.ndim == 2
+    sparse = sp.issparse(F_train)
+    n_train = y_train.shape[0]
+    acc = {v: {} for v in VARIANTS}
+    draws = {v: {} for v in VARIANTS}
+    n_conv = {v: 0 for v in VARIANTS}
+    n_labelled = {}
+    tic = time.perf_counter()
+    for n in labels:
+        key = str(n)
+        if n == "all" or n >= n_train:
+            idx_list = [None]
+            n_labelled[key] = n_train
+        else:
+            idx_list = [draw_labelled(y_train, n, seed, d) for d in range(N_DRAWS)]
+            n_labelled[key] = n
+        for v in VARIANTS:
+            scores = []
+            for idx in idx_list:
+                Ft = F_train if idx is None else F_train[idx]
+                yt = y_train if idx is None else y_train[idx]
+                clf = make_classifier(v, multi, sparse)
+                with warnings.catch_warnings(record=True) as caught:
+                    # OvR's "label not present" is a UserWarning; ConvergenceWarning
+                    # subclasses it, so its filter goes last (it is matched first)
+                    warnings.simplefilter("ignore", UserWarning)
+                    warnings.simplefilter("always", ConvergenceWarning)
+                    clf.fit(Ft, yt)
+                n_conv[v] += sum(issubclass(w.category, ConvergenceWarning)
+                                 for w in caught)
+                scores.append(float(clf.score(F_test, y_test)))
+            draws[v][key] = [_r(s) for s in scores]
+            acc[v][key] = _r(sum(scores) / len(scores))
+    return {
+        "accuracy": acc,
+        "accuracy_draws": draws,
+        "n_labelled": n_labelled,
+        "classifier_seconds": _r(time.perf_counter() - tic, 2),
+        "classifier_convergence_warnings": n_conv,
+    }
+
+
+def headline_accuracy(method, acc):
+    """{n: (accuracy, variant)}: noisy-OR its default pipeline (plain), a
+    baseline the better of plain and scaled."""
+    out = {}
+    for key, plain in acc["plain"].items():
+        scaled = acc["scaled"][key]
+        if method in NOISY_OR or plain >= scaled:
+            out[key] = {"accuracy": plain, "variant": "plain"}
+        else:
+            out[key] = {"accuracy": scaled, "variant": "scaled"}
+    return out
+
+
+# ----------------------------------------------------------------- one run
+def run_method(method, K, seed, data, labels):
+    """Fit one feature model (timed), transform, classify; one JSON record."""
+    X_train, y_train, X_test, y_test = data
+    rec = {"method": method, "K": K, "seed": seed}
+    rec["warm_up_seconds"] = _r(warm_up(method, X_train, X_test), 2)
+    if method == "raw":
+        F_train, F_test = X_train, X_test
+        rec.update(fit_seconds=0.0, fit_cpu_seconds=0.0,
+                   transform_train_seconds=0.0, transform_test_seconds=0.0,
+                   n_features_out=int(X_train.shape[1]))
+    else:
+        model = make_model(method, K, seed)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            _, fit_s, fit_cpu = _timed(lambda: model.fit(X_train))
+        F_train, tr_s, tr_cpu = _timed(lambda: model.transform(X_train))
+        F_test, te_s, te_cpu = _timed(lambda: model.transform(X_test))
+        rec.update(
+            fit_seconds=_r(fit_s, 2), fit_cpu_seconds=_r(fit_cpu, 2),
+            transform_train_seconds=_r(tr_s, 3),
+            transform_train_cpu_seconds=_r(tr_cpu, 3),
+            transform_test_seconds=_r(te_s, 3),
+            transform_test_cpu_seconds=_r(te_cpu, 3),
+            n_features_out=int(F_train.shape[1]),
+            fit_warnings=_warning_names(caught),
+        )
+        final = model[-1] if hasattr(model, "steps") else model
+        if hasattr(final, "n_iter_"):
+            rec["n_iter"] = int(final.n_iter_)
+        if method in NOISY_OR:
+            rec["test_elbo"] = _r(model.score(X_test), 3)
+            rec["causes_in_use"] = int(getattr(model, "n_active_components_",
+                                               (model.prior_ > 0.01).sum()))
+        del model
+    rec.update(evaluate(F_train, y_train, F_test, y_test, labels, seed))
+    rec["headline"] = headline_accuracy(method, rec["accuracy"])
+    return rec
+
+
+# ----------------------------------------------------------------- tables
+def _mean(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def _std(xs):
+    xs = [x for x in xs if x is not None]
+    if len(xs) < 2:
+        return None
+    m = sum(xs) / len(xs)
+    return (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
+
+
+def _records(results, corpus, K, method):
+    """Records of (corpus, K, method) over seeds; raw ignores K."""
+    return [r for r in results["runs"]
+            if r["corpus"] == corpus and r["method"] == method
+            and "error" not in r and (method == "raw" or r["K"] == K)]
+
+
+def _head(recs, key):
+    return _mean([r["headline"][key]["accuracy"] for r in recs if key in r["headline"]])
+
+
+def _acc(recs, variant, key):
+    return _mean([r["accuracy"][variant].get(key) for r in recs])
+
+
+def _not_run(results, corpora):
+    skipped = results.get("skipped", {})
+    return [(c, skipped.get(c, "the run was stopped before it"))
+            for c in results["settings"]["corpora"] if c not in corpora]
+
+
+def _seeds_of(results, corpus):
+    return sorted({r["seed"] for r in results["runs"]
+                   if r["corpus"] == corpus and "error" not in r})
+
+
+def _pct(x):
+    return "n/a" if x is None else f"{100 * x:.1f}"
+
+
+def _signed(x):
+    return "n/a" if x is None else f"{100 * x:+.1f}"
+
+
+def _sec(x):
+    return "n/a" if x is None else f"{x:.1f}"
+
+
+def print_tables(results):
+    texts = []
+    corpora = [c for c in results["settings"]["corpora"] if c in results["corpora"]]
+    Ks = results["settings"]["components"]
+    labels = [str(n) for n in results["settings"]["labels"]]
+    methods = results["settings"]["methods"]
+    last = labels[-1]
+
+    # 1. all labels: methods as columns
+    rows = []
+    for c in corpora:
+        for K in Ks:
+            accs = {m: _head(_records(results, c, K, m), last) for m in methods}
+            row = [c, K] + [_pct(accs[m]) for m in methods]
+            for m in NOISY_OR:
+                if m in methods and "lsa" in methods:
+                    a, b = accs[m], accs["lsa"]
+                    row.append(_signed(None if a is None or b is None else a - b))
+            rows.append(row)
+    headers = ["corpus", "K"] + methods + [f"{m}-lsa" for m in NOISY_OR
+                                           if m in methods and "lsa" in methods]
+    texts.append(table(
+        headers, rows,
+        title=f"Test accuracy (%), classifier on {last} labelled training documents "
+              "(mean over seeds)",
+        notes=["body, headline: exact match (3 labels, OvR); r8, mnist, r52: accuracy",
+               "baselines (lsa, lda, nmf, raw): the better of LogisticRegression() "
+               "with and without StandardScaler; acp, avi: the default pipeline "
+               "(no scaler)",
+               "raw does not depend on K"]
+        + [f"{c}: seeds {_seeds_of(results, c)} only" for c in corpora
+           if _seeds_of(results, c) != sorted(results["settings"]["seeds"])]
+        + [f"{c}: not run ({why})" for c, why in _not_run(results, corpora)]))
+
+    # 1b. fit seconds (wall / CPU)
+    rows = []
+    for c in corpora:
+        for K in Ks:
+            row = [c, K]
+            for m in methods:
+                if m == "raw":
+                    continue
+                recs = _records(results, c, K, m)
+                w = _mean([r.get("fit_seconds") for r in recs])
+                u = _mean([r.get("fit_cpu_seconds") for r in recs])
+                row.append("n/a" if w is None else f"{w:.1f}/{u:.1f}")
+            rows.append(row)
+    texts.append(table(["corpus", "K"] + [m for m in methods if m != "raw"], rows,
+                       title="Fit seconds of the feature model, wall/CPU "
+                             "(mean over seeds)",
+                       notes=["CPU: process time of all threads (2 cores, other work "
+                              "running concurrently: noisy)"]))
+
+    # 1c. scaler effect at all labels: plain vs scaled for every method
+    rows = []
+    for c in corpora:
+        for K in Ks:
+            row = [c, K]
+            for m in methods:
+                recs = _records(results, c, K, m)
+                p, s = _acc(recs, "plain", last), _acc(recs, "scaled", last)
+                row.append(f"{_pct(p)}/{_pct(s)}")
+            rows.append(row)
+    texts.append(table(["corpus", "K"] + methods, rows,
+                       title=f"Without/with StandardScaler (%), {last} labels"))
+
+    # 1d. noisy-OR model quality
+    nor = [m for m in methods if m in NOISY_OR]
+    if nor:
+        rows = []
+        for c in corpora:
+            for K in Ks:
+                row = [c, K]
+                for m in nor:
+                    recs = _records(results, c, K, m)
+                    e = _mean([r.get("test_elbo") for r in recs])
+                    u = _mean([r.get("causes_in_use") for r in recs])
+                    row += ["n/a" if e is None else f"{e:.2f}",
+                            "n/a" if u is None else f"{u:.1f}"]
+                rows.append(row)
+        headers = ["corpus", "K"]
+        for m in nor:
+            headers += [f"{m} ELBO", f"{m} causes"]
+        texts.append(table(headers, rows,
+                           title="Noisy-OR: test ELBO (nats/document) and causes "
+                                 "in use (prior > 0.01)"))
+
+    # 2. per corpus: label counts as columns
+    for c in corpora:
+        info = results["corpora"][c]
+        rows = []
+        for K in Ks:
+            for m in methods:
+                recs = _records(results, c, K, m)
+                if not recs:
+                    continue
+                row = [K, m] + [_pct(_head(recs, n)) for n in labels]
+                row.append(_pct(_std([r["headline"][last]["accuracy"] for r in recs])))
+                row.append(_sec(_mean([r.get("fit_seconds") for r in recs])))
+                rows.append(row)
+        texts.append(table(
+            ["K", "method"] + [f"n={n}" for n in labels] + [f"sd({last})", "fit s"],
+            rows,
+            title=f"{c}: {info['metric']} (%) against labelled training documents "
+                  f"({info['n_train']} train, {info['n_test']} test, "
+                  f"{info['n_features']} words, {info['n_classes']} classes)",
+            notes=[f"mean over {N_DRAWS} draws of the labelled documents (1 for all) "
+                   f"and the seeds {_seeds_of(results, c)}; sd: across seeds"]))
+        # the same with the other variant, to show what the choice changes
+        rows = []
+        for K in Ks:
+            for m in methods:
+                recs = _records(results, c, K, m)
+                if not recs:
+                    continue
+                rows.append([K, m] + [f"{_pct(_acc(recs, 'plain', n))}/"
+                                      f"{_pct(_acc(recs, 'scaled', n))}"
+                                      for n in labels])
+        texts.append(table(["K", "method"] + [f"n={n}" for n in labels], rows,
+                           title=f"{c}: without/with StandardScaler (%)"))
+    return texts
+
+
+# ----------------------------------------------------------------- main
+def write_json(results, path):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(results, f, indent=1)
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--corpora", nargs="+", default=None, choices=KNOWN_CORPORA)
+    p.add_argument("--components", nargs="+", type=int, default=None)
+    p.add_argument("--seeds", nargs="+", type=int, default=None)
+    p.add_argument("--labels", nargs="+", default=None,
+                   help='label counts, integers or "all" (default 20 50 100 500 all)')
+    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    p.add_argument("--quick", action="store_true",
+                   help="headline, K=20, seed 0, labels 20 and all")
+    p.add_argument("--out", default=None)
+    p.add_argument("--resume", action="store_true",
+                   help="keep the runs already in --out and skip their "
+                        "(corpus, K, method, seed): continue or extend a run, "
+                        "for instance with more seeds")
+    p.add_argument("--report", metavar="JSON", default=None,
+                   help="print the tables of a JSON written by this script (for "
+                        "instance of a run stopped early) and store them in it")
+    args = p.parse_args(argv)
+
+    if args.report:
+        with open(args.report) as f:
+            results = json.load(f)
+        results["tables"] = print_tables(results)
+        write_json(results, args.report)
+        return results
+
+    if args.quick:
+        corpora = args.corpora or ["headline"]
+        Ks = args.components or [20]
+        seeds = args.seeds or [0]
+        labels = parse_labels(args.labels or ["20", "all"])
+        out = args.out or QUICK_OUT
+    else:
+        corpora = args.corpora or list(DEFAULT_CORPORA)
+        Ks = args.components or [50, 100]
+        seeds = args.seeds or [0, 1, 2]
+        labels = parse_labels(args.labels or ["20", "50", "100", "500", "all"])
+        out = args.out or DEFAULT_OUT
+    methods = [m for m in METHODS if m in args.methods]
+
+    import_skbinvi()
+    results = {
+        "machine": machine_info(),
+        "command": " ".join([os.path.basename(sys.argv[0])] + (
+            sys.argv[1:] if argv is None else list(argv))),
+        "settings": {
+            "corpora": corpora, "components": Ks, "seeds": seeds,
+            "labels": labels, "methods": methods, "draws": N_DRAWS,
+            "quick": args.quick,
+            "classifier": "LogisticRegression() (OneVsRestClassifier if multi-label); "
+                          "variant scaled: StandardScaler() first "
+                          "(with_mean=False on sparse raw words)",
+            "headline": "noisy-OR: plain; baselines: better of plain/scaled per "
+                        "seed and label count",
+        },
+        "corpora": {},
+        "skipped": {},
+        "runs": [],
+    }
+    done = set()
+    if args.resume and os.path.exists(out):
+        with open(out) as f:
+            old = json.load(f)
+        results["runs"] = [r for r in old["runs"] if "error" not in r]
+        results["corpora"] = old.get("corpora", {})
+        results["commands"] = old.get("commands", [old.get("command")]) + [
+            results["command"]]
+        for key in ("corpora", "components", "seeds"):
+            results["settings"][key] = sorted(
+                set(old["settings"][key]) | set(results["settings"][key]),
+                key=(old["settings"][key] + results["settings"][key]).index)
+        results["elapsed_seconds_before"] = old.get("elapsed_seconds")
+        done = {(r["corpus"], r["K"], r["method"], r["seed"]) for r in results["runs"]}
+        print(f"[resume] {len(done)} runs kept from {out}", flush=True)
+    t_start = time.perf_counter()
+    for c in corpora:
+        try:
+            tic = time.perf_counter()
+            data = load_corpus(c)
+        except Exception as exc:  # a missing source: skip the corpus
+            msg = f"{type(exc).__name__}: {exc}"
+            print(f"[skip] corpus {c}: source not available ({msg})", flush=True)
+            results["skipped"][c] = msg
+            continue
+        info = corpus_info(*data)
+        info["load_seconds"] = _r(time.perf_counter() - tic, 2)
+        results["corpora"][c] = info
+        print(f"[corpus] {c}: {info}", flush=True)
+        for seed in seeds:
+            for i, K in enumerate(Ks):
+                for m in methods:
+                    if m == "raw" and i > 0:
+                        continue  # independent of K: once per corpus and seed
+                    if (c, None if m == "raw" else K, m, seed) in done:
+                        continue
+                    tic = time.perf_counter()
+                    try:
+                        rec = run_method(m, None if m == "raw" else K, seed, data,
+                                         labels)
+                    except Exception as exc:
+                        rec = {"method": m, "K": K, "seed": seed,
+                               "error": f"{type(exc).__name__}: {exc}"}
+                    rec = {"corpus": c, **rec,
+                           "total_seconds": _r(time.perf_counter() - tic, 2)}
+                    results["runs"].append(rec)
+                    if "error" in rec:
+                        print(f"[error] {c} K={K} {m} seed={seed}: {rec['error']}",
+                              flush=True)
+                    else:
+                        last = str(labels[-1])
+                        print(f"[run] {c:8s} K={str(rec['K']):4s} {m:4s} seed={seed} "
+                              f"fit {rec['fit_seconds']:6.2f}s "
+                              f"cpu {rec['fit_cpu_seconds']:6.2f}s "
+                              f"acc({last}) plain {rec['accuracy']['plain'][last]:.4f} "
+                              f"scaled {rec['accuracy']['scaled'][last]:.4f} "
+                              f"clf {rec['classifier_seconds']:.1f}s "
+                              f"total {rec['total_seconds']:.1f}s", flush=True)
+                    results["elapsed_seconds"] = _r(time.perf_counter() - t_start, 1)
+                    write_json(results, out)
+    results["elapsed_seconds"] = _r(time.perf_counter() - t_start, 1)
+    results["tables"] = print_tables(results)
+    write_json(results, out)
+    print(f"\nwrote {out} ({results['elapsed_seconds']} s)", flush=True)
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""The quick mode of benchmarks/bench_features.py runs and writes sound JSON."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_features.py"
+pytestmark = pytest.mark.skipif(not SCRIPT.is_file(),
+                                reason="benchmarks/ is not in this checkout")
+
+METHODS = {"lsa", "lda", "nmf", "raw", "acp", "avi"}
+
+
+def _check_accuracy_block(block, labels):
+    assert set(block) == set(labels)
+    for value in block.values():
+        assert 0.0 <= value <= 1.0
+
+
+def test_draws_hold_every_class_and_are_shared_between_methods():
+    import numpy as np
+
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import bench_features
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    y = np.repeat(np.arange(8), [500, 200, 50, 20, 10, 5, 3, 2])
+    idx = bench_features.draw_labelled(y, 20, seed=0, draw=3)
+    assert idx.size == 20 and np.unique(idx).size == 20
+    assert np.unique(y[idx]).size == 8
+    np.testing.assert_array_equal(idx, bench_features.draw_labelled(y, 20, 0, 3))
+    few = bench_features.draw_labelled(y, 5, seed=1, draw=0)
+    assert few.size == 5 and np.unique(y[few]).size >= 2
+    Y = np.zeros((100, 3), dtype=int)
+    Y[::2, 0] = 1
+    assert bench_features.draw_labelled(Y, 10, 0, 0).size == 10
+
+
+@pytest.mark.slow
+def test_quick_mode_writes_the_json(tmp_path):
+    out = tmp_path / "bench_features_quick.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--out", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Test accuracy (%)" in proc.stdout
+    res = json.loads(out.read_text())
+
+    for key in ("date", "cpu_count", "numpy", "scipy", "sklearn", "numba",
+                "skbinvi", "git_commit"):
+        assert key in res["machine"]
+    settings = res["settings"]
+    assert settings["corpora"] == ["headline"]
+    assert settings["components"] == [20]
+    assert settings["seeds"] == [0]
+    labels = [str(n) for n in settings["labels"]]
+    assert labels == ["20", "all"]
+    assert res["corpora"]["headline"]["multilabel"] is True
+    assert res["tables"]
+
+    runs = res["runs"]
+    assert {r["method"] for r in runs} == METHODS
+    assert len(runs) == len(METHODS)
+    for r in runs:
+        assert "error" not in r, r
+        assert r["corpus"] == "headline" and r["seed"] == 0
+        assert r["K"] == (None if r["method"] == "raw" else 20)
+        for variant in ("plain", "scaled"):
+            _check_accuracy_block(r["accuracy"][variant], labels)
+            assert len(r["accuracy_draws"][variant]["20"]) == 5
+            assert len(r["accuracy_draws"][variant]["all"]) == 1
+        for key in labels:
+            head = r["headline"][key]
+            assert 0.0 <= head["accuracy"] <= 1.0
+            if r["method"] in ("acp", "avi"):
+                assert head["variant"] == "plain"
+            else:
+                assert head["accuracy"] == max(r["accuracy"]["plain"][key],
+                                               r["accuracy"]["scaled"][key])
+        assert r["fit_seconds"] >= 0 and r["fit_cpu_seconds"] >= 0
+        for variant in ("plain", "scaled"):
+            assert r["classifier_convergence_warnings"][variant] >= 0
+        if r["method"] != "raw":
+            assert r["n_features_out"] == 20
+            assert r["transform_test_seconds"] >= 0
+        if r["method"] in ("acp", "avi"):
+            assert r["test_elbo"] < 0
+            assert 0 <= r["causes_in_use"] <= 20
