@@ -121,7 +121,10 @@ class RWSNoisyOR(NoisyORFactorizer):
         super()._initialize(X, y, rng)
         self._importance_rng = np.random.RandomState(rng.randint(2**31))
 
-    def _batch_gradients(self, X, uniforms, temperature, logit_q=None):
+    def _batch_gradients(self, X, uniforms, temperature, logit_q=None,
+                         refine_uniforms=None):
+        # (no relaxed samples, so no semi-amortized steps either: the
+        # refine_uniforms that fit draws for "avi" are not used)
         if self.inference not in ("acp", "avi"):
             raise ValueError("RWSNoisyOR supports inference='acp' and 'avi' only.")
         B, K = X.shape[0], self.n_components

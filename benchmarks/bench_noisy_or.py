@@ -64,33 +64,17 @@ tighter (only when asked: ``--sections tighter``)
     R8 and bodies (or ``--ttq-corpora``) at K = 100 (or ``--components``),
     seeds 0 and 1 (or ``--ttq-seeds``): causes above 0.01, test ELBO, test
     IWAE (1,000 samples) and accuracy.
-splits (only when asked: ``--sections splits``)
-    ACP with and without ``split_moves=True``, paired by seed, on the truth
-    section's synthetic documents (K = 50, 100; flat, zipf, steep priors) and
-    on Reuters bodies and R8 (K = 100, 150), or only on ``--ttq-corpora``
-    at ``--components`` (default 100, 150); seeds 0 and 1 unless
-    ``--ttq-seeds``. About 12 minutes.
 seeding (only when asked: ``--sections seeding``)
     ``init="data"``, ``"k-means++"`` and ``"cooccurrence"``, ACP and AVI,
-    paired by seed, on the same data as ``splits``; seeds 0 and 1 unless
-    ``--ttq-seeds``. About 15 minutes.
+    paired by seed, on the truth section's synthetic documents (K = 50, 100;
+    flat, zipf, steep priors) and on Reuters bodies and R8 (K = 100, 150), or
+    only on ``--ttq-corpora`` at ``--components`` (default 100, 150); seeds 0
+    and 1 unless ``--ttq-seeds``. About 15 minutes.
 smoothing (only when asked: ``--sections smoothing``)
     ``prior_smoothing=0.0`` (maximum likelihood), ``0.003`` (the default)
     and ``0.01``, ACP and
-    AVI, paired by seed, on the same data as ``splits``; seeds 0 and 1
+    AVI, paired by seed, on the same data as ``seeding``; seeds 0 and 1
     unless ``--ttq-seeds``.
-free_bits (only when asked: ``--sections free_bits``)
-    AVI with ``free_bits=0.0`` and ``0.02``, plain amortized training
-    (``n_fit_refine_steps=0``), paired by seed, on the same data as
-    ``splits``.
-fit_refine (only when asked: ``--sections fit_refine``)
-    ``n_fit_refine_steps=0`` and ``1`` (semi-amortized training) with
-    ``free_bits=0.0``, paired by seed, AVI (or ``--fit-refine-methods``), on
-    the same data as ``splits``.
-avi_auto (only when asked: ``--sections avi_auto``)
-    AVI's default (``n_fit_refine_steps`` and ``free_bits`` "auto": 1 step
-    and 0.02 nats) against plain amortized training (0 and 0.0) and the
-    step alone (1 and 0.0), paired by seed, on the same data as ``splits``.
 truth (only when asked: ``--sections truth``)
     Causes in use when the truth is known: synthetic noisy-OR documents
     (``make_noisy_or``: 5,000 training and 2,000 test rows, 3,000 words, each
@@ -935,7 +919,7 @@ def work_rare(cfg):
     X_train, y_train, X_test, y_test = _corpus(cfg["corpus"])
     K, method, seed = cfg["K"], cfg["method"], cfg["seed"]
     model = NoisyORFactorizer(K, inference=method, random_state=seed).fit(X_train)
-    assert model.transform_output == "logit"  # the default: features are logits
+    assert model.posterior == "logit"  # the default: features are logits
     prior = model.prior_
     rare = np.flatnonzero(prior <= 0.01)
     F_train, F_test = model.transform(X_train), model.transform(X_test)
@@ -946,7 +930,7 @@ def work_rare(cfg):
     elbo = model.score(X_test)
     elbo_ml = elbo
     if rare.size:
-        ml = copy.deepcopy(model).set_params(transform_output="probability")
+        ml = copy.deepcopy(model).set_params(posterior="probability")
         for _ in range(5):
             q_bar = ml.transform(X_train)[:, rare].mean(axis=0)
             ml._logit_prior[rare] = logit(np.clip(q_bar, 1e-12, 0.5))
@@ -1319,8 +1303,7 @@ def main(argv=None):
         nargs="+",
         default=["compile", "reuters", "ttq", "scaling"],
         choices=["compile", "reuters", "ttq", "scaling", "rare", "truth",
-                 "pruning", "tighter", "splits", "seeding", "smoothing",
-                 "free_bits", "fit_refine", "avi_auto", "encoder",
+                 "pruning", "tighter", "seeding", "smoothing", "encoder",
                  "threads"],
     )
     parser.add_argument(
@@ -1377,13 +1360,6 @@ def main(argv=None):
         type=float,
         default=900,
         help="seconds before a configuration is abandoned",
-    )
-    parser.add_argument(
-        "--fit-refine-methods",
-        nargs="+",
-        choices=["acp", "avi"],
-        default=None,
-        help="methods of the fit_refine section (default avi)",
     )
     parser.add_argument("--_worker", help=argparse.SUPPRESS)
     parser.add_argument("--_config", help=argparse.SUPPRESS)
@@ -1482,9 +1458,6 @@ def main(argv=None):
         if "truth" in args.sections:
             tables += section_truth(run, results, quick, args.ttq_seeds,
                                     args.components)
-        if "splits" in args.sections:
-            tables += section_splits(run, results, quick, args.ttq_seeds,
-                                     args.ttq_corpora, args.components)
         if "seeding" in args.sections:
             tables += section_seeding(run, results, quick, args.ttq_seeds,
                                       args.ttq_corpora, args.components)
@@ -1492,16 +1465,6 @@ def main(argv=None):
             tables += section_smoothing(run, results, quick, args.ttq_seeds,
                                         args.ttq_corpora, args.components,
                                         args.smoothing_values)
-        if "free_bits" in args.sections:
-            tables += section_free_bits(run, results, quick, args.ttq_seeds,
-                                        args.ttq_corpora, args.components)
-        if "fit_refine" in args.sections:
-            tables += section_fit_refine(run, results, quick, args.ttq_seeds,
-                                         args.ttq_corpora, args.components,
-                                         args.fit_refine_methods)
-        if "avi_auto" in args.sections:
-            tables += section_avi_auto(run, results, quick, args.ttq_seeds,
-                                       args.ttq_corpora, args.components)
         if "encoder" in args.sections:
             tables += section_encoder(run, results, quick, args.ttq_seeds,
                                       args.ttq_corpora, args.components)
@@ -1776,7 +1739,7 @@ def section_ttq(run, results, quick, seeds=None, corpora=None, Ks=None):
             "epoch of minibatches of 256; LDA: one online pass in its minibatches "
             "of 128, total_samples = the corpus size). seconds: wall time of the "
             "passes only; accuracy of LogisticRegression() on the features at that "
-            "point; test ELBO of the noisy-OR model (n_refine_steps refinement "
+            "point; test ELBO of the noisy-OR model (the refinement of transform "
             "included).",
         ],
     ))
@@ -2043,16 +2006,6 @@ def _paired_options(run, results, quick, seeds, *, section, param, values,
     )]
 
 
-def section_splits(run, results, quick, seeds=None, corpora=None, Ks=None):
-    """ACP with and without split_moves=True, paired by seed."""
-    print("\n[splits] split moves on and off (ACP)", flush=True)
-    return _paired_options(
-        run, results, quick, seeds, section="splits", param="split_moves",
-        values=(False, True), methods=("acp",),
-        title="Split moves (NoisyORFactorizer(K, split_moves=...), ACP)",
-        corpora=corpora, Ks=Ks)
-
-
 def section_seeding(run, results, quick, seeds=None, corpora=None, Ks=None):
     """init="data", "k-means++" and "cooccurrence", ACP and AVI, paired by seed."""
     print('\n[seeding] init="data", "k-means++" and "cooccurrence"', flush=True)
@@ -2073,52 +2026,6 @@ def section_smoothing(run, results, quick, seeds=None, corpora=None, Ks=None,
         run, results, quick, seeds, section="smoothing", param="prior_smoothing",
         values=values, methods=("acp", "avi"),
         title="Smoothed priors (NoisyORFactorizer(K, prior_smoothing=...))",
-        corpora=corpora, Ks=Ks)
-
-
-def section_free_bits(run, results, quick, seeds=None, corpora=None, Ks=None):
-    """AVI with free_bits=0 (the ELBO) and 0.02, paired by seed, plain
-    amortized training (n_fit_refine_steps=0)."""
-    print("\n[free_bits] AVI with free_bits=0.0 and 0.02", flush=True)
-    return _paired_options(
-        run, results, quick, seeds, section="free_bits", param="free_bits",
-        values=(0.0, 0.02), methods=("avi",), fixed={"n_fit_refine_steps": 0},
-        title="Free bits (NoisyORFactorizer(K, inference='avi', free_bits=..., "
-              "n_fit_refine_steps=0))",
-        corpora=corpora, Ks=Ks)
-
-
-def section_fit_refine(run, results, quick, seeds=None, corpora=None, Ks=None,
-                       methods=None):
-    """Semi-amortized training: n_fit_refine_steps=0 (the encoder's logits
-    alone) and 1 (one local step from them for the model's gradient), paired
-    by seed; AVI, or ``methods`` (``--fit-refine-methods``)."""
-    methods = tuple(methods or ("avi",))
-    print(f"\n[fit_refine] n_fit_refine_steps=0 and 1 ({', '.join(methods)})",
-          flush=True)
-    return _paired_options(
-        run, results, quick, seeds, section="fit_refine",
-        param="n_fit_refine_steps", values=(0, 1), methods=methods,
-        fixed={"free_bits": 0.0},
-        title="Semi-amortized training "
-              "(NoisyORFactorizer(K, n_fit_refine_steps=..., free_bits=0.0))",
-        corpora=corpora, Ks=Ks)
-
-
-def section_avi_auto(run, results, quick, seeds=None, corpora=None, Ks=None):
-    """AVI's defaults n_fit_refine_steps="auto" and free_bits="auto" (1 step
-    and 0.02 nats) against plain amortized training and against the step
-    alone, paired by seed."""
-    print("\n[avi_auto] AVI: plain, 1 semi-amortized step, and the step with "
-          "free bits (the default)", flush=True)
-    return _paired_options(
-        run, results, quick, seeds, section="avi_auto", param=None,
-        values=({"n_fit_refine_steps": 0, "free_bits": 0.0},
-                {"n_fit_refine_steps": 1, "free_bits": 0.0},
-                {"n_fit_refine_steps": 1, "free_bits": 0.02}),
-        methods=("avi",),
-        title="AVI's defaults: (a) n_fit_refine_steps=0, free_bits=0.0; (b) 1, "
-              "0.0; (c) 1, 0.02 (the default, 'auto')",
         corpora=corpora, Ks=Ks)
 
 

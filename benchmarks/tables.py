@@ -89,7 +89,7 @@ def noisy_or_vs_lda():
             cells = [label, str(K)]
             for method in ("lda", "acp", "avi"):
                 runs = [fit for fit in fits
-                        if fit["config"]["K"] == K and fit["config"]["method"] == method]
+                        if (fit["config"]["K"], fit["config"]["method"]) == (K, method)]
                 cells += [f"{_mean([r['fit_seconds'] for r in runs]):.1f}",
                           f"{_mean([r['accuracy'] for r in runs]):.3f}"]
                 if method != "lda":

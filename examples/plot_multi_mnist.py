@@ -83,7 +83,8 @@ def match_to_digits(components):
 # -------
 #
 # The paper's training settings (batch size 128, 10 relaxed samples,
-# learning rate 0.01, temperature 0.5 decayed to 0.2) and ``MAX_ITER`` epochs;
+# learning rate 0.01; the temperature schedule is the package's, 0.5 decayed
+# to 0.2) and ``MAX_ITER`` epochs;
 # the test ELBO is measured on 2,000 images built from held-out digits.
 results = {}
 for n in SIZES:
@@ -123,16 +124,16 @@ fig.suptitle("Noisy-OR causes learned from MULTI-MNIST")
 fig.tight_layout()
 
 # %%
-# What the full run shows
-# ~~~~~~~~~~~~~~~~~~~~~~~
+# Reading the results
+# ~~~~~~~~~~~~~~~~~~~
 #
-# Test ELBO in nats per image (10 epochs, seed 0): with 50,000 training images
-# ACP -187.95, AVI -197.04, SVI -186.32; with 8,000 images ACP -196.64, AVI
-# -213.05, SVI -186.98. SVI is the best and degrades least with fewer images,
-# AVI the most. With 50,000 images the best-matched causes reach a cosine
-# similarity of 0.93 to 0.95 with a class-mean image (ACP's and SVI's "1",
-# AVI's "6"), while the worst matches (0.43 to 0.52, for "2" or "8") do not
-# stand for a single digit, as the paper also reports for some digits.
+# The test ELBO (nats per image, higher is better) compares the methods and
+# the two training-set sizes: a method whose ELBO falls much with fewer images
+# depends more on the amount of data. A cosine similarity near 1 means a cause
+# draws one digit class; a low one means a cause that does not stand for a
+# single digit, a failure the paper also reports for some digits. The cosine
+# with the class-mean images is coarse, since the class means are themselves
+# similar.
 
 os.makedirs(args.output, exist_ok=True)
 fig.savefig(os.path.join(args.output, "multi_mnist_causes.png"), dpi=100)

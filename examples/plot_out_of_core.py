@@ -23,9 +23,9 @@ Which inference methods learn online: ``"acp"``, ``"avi"`` and ``"svi"``
 chunk get their own logits from the prior, as new rows do in ``transform``).
 
 Note on the schedule: the temperature of the relaxed samples decays once per
-``partial_fit`` call (see the ``temperature`` parameter), so with many small
-chunks it reaches its floor ``min_temperature`` sooner, in passes over the
-data, than ``fit`` does.
+``partial_fit`` call (see the User Guide, "Training"), so with many small
+chunks it reaches its floor sooner, in passes over the data, than ``fit``
+does.
 
 Run ``python plot_out_of_core.py --quick`` for fewer passes (the documentation
 is built in that mode).

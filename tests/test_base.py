@@ -277,16 +277,6 @@ def test_pickle_round_trip(data):
     assert clone.elbo(data) == model.elbo(data)
 
 
-def test_unused_latent_warning_text(data):
-    from skbinvi._base import UnusedLatentWarning
-
-    model = ToyGaussianMean(random_state=0).fit(data)
-    with pytest.warns(UnusedLatentWarning, match=r"^ToyGaussianMean: only 1 of 4 "
-                      r"causes are in use \(prior > 0\.01\); the others ended "
-                      r"unused\. Lower n_components\.$"):
-        model._warn_unused(1, 4, "causes", "prior > 0.01", "Lower n_components.")
-
-
 class ToyWithAFall(ToyGaussianMean):
     """The toy run, thrown far from the posterior mean at its 3rd iteration
     (as a transient fall of a Jacobi step), from which it recovers."""

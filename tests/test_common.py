@@ -11,7 +11,6 @@ from skbinvi import (
     DiversityMixtureOfExperts,
     LatentFeatureRelational,
     NoisyORFactorizer,
-    UnusedLatentWarning,
 )
 
 ESTIMATORS = [
@@ -21,11 +20,11 @@ ESTIMATORS = [
     NoisyORFactorizer(n_components=3, inference="avi", hidden_layer_sizes=(8,),
                       max_iter=5, n_elbo_samples=20, init="k-means++", random_state=0),
     # (and init="cooccurrence" here)
-    NoisyORFactorizer(n_components=3, inference="svi", max_iter=5, n_transform_steps=10,
-                      n_elbo_samples=20, init="cooccurrence", random_state=0),
+    NoisyORFactorizer(n_components=3, inference="svi", max_iter=5, n_elbo_samples=20,
+                      init="cooccurrence", random_state=0),
     # (and prior_smoothing here)
-    NoisyORFactorizer(n_components=3, inference="jj", max_iter=5, n_transform_steps=10,
-                      n_elbo_samples=20, prior_smoothing=0.01, random_state=0),
+    NoisyORFactorizer(n_components=3, inference="jj", max_iter=5, n_elbo_samples=20,
+                      prior_smoothing=0.01, random_state=0),
 ] + [
     LatentFeatureRelational(n_components=3, inference="mcvi", max_iter=5,
                             random_state=0),
@@ -122,20 +121,17 @@ def test_tol_none_runs_max_iter_without_convergence_warning(estimator):
     X, y = _tiny_fit_data(estimator)
     model = clone(estimator).set_params(tol=None, max_iter=3, random_state=0)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnusedLatentWarning)
         warnings.simplefilter("error", ConvergenceWarning)
         model.fit(X) if y is None else model.fit(X, y)
     assert model.n_iter_ == 3 and not model.converged_
     assert model.elbo_history_.shape == (3,) and np.isfinite(model.elbo_)
     # with a float tol the same short run warns
     with pytest.warns(ConvergenceWarning, match="max_iter=3"):
-        warnings.simplefilter("ignore", UnusedLatentWarning)
         m = clone(model).set_params(tol=1e-12)
         m.fit(X) if y is None else m.fit(X, y)
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-@pytest.mark.filterwarnings("ignore::skbinvi.UnusedLatentWarning")
 @_EACH_SMALL_ESTIMATOR
 def test_warm_fits_with_early_stopping_share_the_split_and_the_best(estimator):
     """Warm fits with early stopping hold out the same rows and keep the best
@@ -160,8 +156,6 @@ def test_equally_seeded_random_state_instances_give_the_same_fit(estimator):
     """random_state=RandomState(7) twice: the same fit, ELBO included (the
     relational model seeded its ELBO's common random numbers from the
     operating system when given an instance)."""
-    import warnings
-
     from sklearn.base import clone
 
     X, y = _tiny_fit_data(estimator)
@@ -169,9 +163,7 @@ def test_equally_seeded_random_state_instances_give_the_same_fit(estimator):
     for _ in range(2):
         model = clone(estimator).set_params(
             max_iter=3, tol=None, random_state=np.random.RandomState(7))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UnusedLatentWarning)
-            model.fit(X) if y is None else model.fit(X, y)
+        model.fit(X) if y is None else model.fit(X, y)
         fits.append(model)
     assert_array_equal(fits[0].elbo_history_, fits[1].elbo_history_)
     assert fits[0].elbo_ == fits[1].elbo_
@@ -183,8 +175,6 @@ def test_n_active_components_counts_the_latent_variables_in_use(estimator):
     variables in use by the estimator's own criterion, recomputed here from
     the fitted attributes, after fit and again after a warm fit that moved
     the model."""
-    import warnings
-
     from sklearn.base import clone
 
     X, y = _tiny_fit_data(estimator)
@@ -192,9 +182,7 @@ def test_n_active_components_counts_the_latent_variables_in_use(estimator):
                                         warm_start=True)
     K = model.n_components
     for _ in range(2):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UnusedLatentWarning)
-            model.fit(X) if y is None else model.fit(X, y)
+        model.fit(X) if y is None else model.fit(X, y)
         if isinstance(model, NoisyORFactorizer):
             expected = int(np.sum(model.prior_ > 0.01))
         elif isinstance(model, LatentFeatureRelational):
@@ -229,7 +217,6 @@ _STRUCTURE_CASES = [
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-@pytest.mark.filterwarnings("ignore::skbinvi.UnusedLatentWarning")
 @pytest.mark.parametrize(("estimator", "change"), _STRUCTURE_CASES,
                          ids=lambda v: type(v).__name__ if hasattr(v, "fit") else
                          "-".join(f"{k}={w}" for k, w in v.items()))
@@ -341,7 +328,6 @@ def test_extreme_prior_scales_are_a_clear_error(name, value, inference):
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-@pytest.mark.filterwarnings("ignore::skbinvi.UnusedLatentWarning")
 @pytest.mark.parametrize(("name", "value"), [
     ("diversity_strength", 1e8), ("prior_std", 1e100), ("prior_std", 1e-100)])
 @pytest.mark.parametrize("inference", ["vi", "pr", "mcmc", "gaussian"])

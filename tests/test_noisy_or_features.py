@@ -3,7 +3,6 @@ inference (refinement of the encoder's output), causes that stay in use, and the
 regression tests of bad settings that used to crash or return NaN."""
 
 import copy
-import re
 import warnings
 
 import numpy as np
@@ -16,8 +15,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from test_noisy_or import _matched_cosines
 
-from skbinvi import NoisyORFactorizer, UnusedLatentWarning
+from skbinvi import NoisyORFactorizer
 from skbinvi.datasets import load_reuters, make_noisy_or
+from skbinvi.noisy_or import _estimator
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -68,24 +68,25 @@ def test_logits_finite_and_consistent_with_expit(fitted_long, long_documents,
     # on long documents the posterior is confident: many |logits| beyond the
     # range where expit rounds to exactly 0 or 1 would lose the information
     assert np.abs(logits).max() > 5.0
-    model.set_params(transform_output="probability")
+    model.set_params(posterior="probability")
     proba = model.transform(X_test)
     assert_allclose(proba, expit(logits), rtol=1e-12, atol=0)
     assert np.all((proba >= 0) & (proba <= 1))
-    assert model.get_params()["transform_output"] == "probability"
+    assert model.get_params()["posterior"] == "probability"
 
 
 @pytest.mark.parametrize("inference", ["acp", "avi"])
-def test_refinement_raises_each_rows_elbo(fitted_long, long_documents, inference):
+def test_refinement_raises_each_rows_elbo(fitted_long, long_documents, inference,
+                                         monkeypatch):
     """The local mean-field steps from the encoder's output raise every row's ELBO."""
     model = copy.deepcopy(fitted_long[inference])
     X_test = long_documents[2][:150]
-    model.set_params(n_refine_steps=0)
+    monkeypatch.setattr(_estimator, "_N_REFINE_STEPS", 0)
     # 2000 common samples, independent of those the refinement uses
-    start = model.score_samples(X_test, n_samples=2000)
+    start = model.score_samples(X_test, n_draws=2000)
     logits_start = model.transform(X_test)
-    model.set_params(n_refine_steps=10)
-    refined = model.score_samples(X_test, n_samples=2000)
+    monkeypatch.setattr(_estimator, "_N_REFINE_STEPS", 10)
+    refined = model.score_samples(X_test, n_draws=2000)
     gain = refined - start
     # No row loses more than the Monte Carlo error of the safeguard's decision
     # (its own 100 common samples, independent of these 2000: a row whose
@@ -332,222 +333,75 @@ def test_cooccurrence_start_with_few_rows_or_features():
     _check_reproducible_and_online(X, "cooccurrence")
 
 
-def _merged_state(inference, seed=0):
-    """A model fitted on data with 6 known causes, then set to the truth except
-    that cause 0 is the union of true causes 0 and 1 (weights summed, priors
-    summed) and cause 1 is unused (prior 0.002, small random weights): the local
-    optimum that split moves are for."""
-    K = 6
-    X, truth = make_noisy_or(900, 300, K, density=0.05, prior=0.2, weight=1.0,
-                             leak=0.002, sparse=True, random_state=seed)
-    model = NoisyORFactorizer(K, inference=inference, max_iter=2,
-                              random_state=seed).fit(X)
-    theta = truth.components.T.copy()
-    theta[:, 0] += theta[:, 1]
-    theta[:, 1] = np.random.RandomState(seed).uniform(0.5, 1.5, 300) / 300
-    prior = truth.prior.copy()
-    prior[0], prior[1] = prior[0] + prior[1], 0.002
-    model._theta_raw[...] = np.log(np.expm1(np.maximum(theta, 1e-6)))
-    model._leak_raw[...] = np.log(np.expm1(truth.leak))
-    model._logit_prior[...] = np.log(prior / (1 - prior))
-    model._sync_constrained()
-    model._epoch = 1
-    return X, truth, model
-
-
-def _training_elbo(model, X):
-    indptr, indices = X.indptr.astype(np.int64), X.indices.astype(np.int64)
-    logit_q = model._encode(X, indptr, indices, model._theta)[0]
-    return model._discrete_elbo(indptr, indices, logit_q,
-                                model._score_uniforms).mean()
-
-
-def test_split_move_separates_two_merged_causes():
-    """A cause that is the union of two true causes is split in two by the
-    split move, into the unused cause's slot: after the move the two columns
-    match the two true causes (cosine >= 0.9; 0.7 each before) and the true
-    ELBO of the training rows, with the posterior the model gives, rises. The
-    other causes are left as they were. ACP: its posterior follows the
-    weights, so the state can be set by hand (an AVI encoder would first have
-    to learn the merged state)."""
-    X, truth, model = _merged_state("acp")
-    before = model._theta.copy()
-    elbo_before = _training_elbo(model, X)
-    model._split_causes(X, np.random.RandomState(0))
-    true = truth.components[:2] / np.linalg.norm(truth.components[:2], axis=1)[:, None]
-    fitted = model._theta[:, :2].T
-    cos = true @ (fitted / np.linalg.norm(fitted, axis=1)[:, None]).T
-    assert max(cos[0, 0] + cos[1, 1], cos[0, 1] + cos[1, 0]) >= 1.8, cos
-    assert_allclose(model._theta[:, 2:], before[:, 2:])
-    assert_allclose(expit(model._logit_prior[:2]).sum(), 0.2 + 0.2, rtol=0.05)
-    assert _training_elbo(model, X) > elbo_before + 1.0
-
-
-def test_split_moves_never_lower_the_elbo_they_are_scored_on():
-    """The accept/reject rule: on a training set smaller than the moves'
-    subsample, every accepted move raises the ELBO of the rows it is scored
-    on, so the ELBO of the training rows with the same common random numbers
-    does not fall (up to the rows where both causes stay below sigmoid(-3)
-    before and after, which the score leaves out, and the rows beyond its cap).
-    From fitted states after 2 to 6 epochs and two seeds; moves are accepted
-    in 4 of 8 (ACP) and 1 of 8 (AVI) of them, with gains of 0.09 to 1.6
-    nats per row."""
-    X, _ = make_noisy_or(800, 400, 16, density=0.06, prior=3.0 / 16, random_state=1)
-    X = sp.csr_matrix(X)
-    indptr, indices = X.indptr.astype(np.int64), X.indices.astype(np.int64)
-    n_moved = 0
-    for epochs in (2, 3, 4, 6):
-        for seed in (0, 1):
-            model = NoisyORFactorizer(16, max_iter=epochs, random_state=seed).fit(X)
-            model._epoch = 1
-            uniforms = model._safeguard_uniforms[:20]
-
-            def elbo(model=model, uniforms=uniforms):
-                logit_q = model._encode(X, indptr, indices, model._theta)[0]
-                return model._discrete_elbo(indptr, indices, logit_q, uniforms).mean()
-
-            prior = model._logit_prior.copy()
-            value = elbo()
-            model._split_causes(X, np.random.RandomState(seed))
-            changed = model._logit_prior != prior
-            n_moved += int(changed.sum())
-            assert elbo() >= value - 0.02 if changed.any() else elbo() == value
-    assert n_moved > 0
-
-
-def test_split_moves_are_opt_in_and_acp_only(monkeypatch):
-    """split_moves=False (the default) never tries a move; True tries one after
-    each of the first 80% of the epochs; any other inference is a clear error."""
-    X, _ = make_noisy_or(200, 40, 4, density=0.1, sparse=True, random_state=0)
-    calls = []
-    monkeypatch.setattr(NoisyORFactorizer, "_split_causes",
-                        lambda est, X, rng: calls.append(est._epoch))
-    NoisyORFactorizer(4, max_iter=5, random_state=0).fit(X)
-    assert calls == []
-    NoisyORFactorizer(4, max_iter=5, split_moves=True, random_state=0).fit(X)
-    assert calls == [1, 2, 3, 4, 5]
-    for inference in ("avi", "svi", "jj"):
-        with pytest.raises(ValueError, match="split_moves=True needs inference='acp'"):
-            NoisyORFactorizer(4, inference=inference, split_moves=True).fit(X)
-    with pytest.raises(ValueError, match="split_moves=True needs inference='acp'"):
-        NoisyORFactorizer(4, inference="avi", split_moves=True).partial_fit(X)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1])
-def test_split_moves_recover_merged_causes(seed):
-    """Synthetic documents with 50 equally frequent causes (the benchmark's
-    "truth" section, flat priors): the default fit merges pairs of true causes
-    into one; with split_moves=True more true causes are recovered (cosine >=
-    0.9 after a Hungarian matching) and the test ELBO is higher. Measured:
-    33 -> 39 (seed 0) and 27 -> 41 (seed 1) recovered, test ELBO +3.4 and
-    +12.5 nats per document."""
-    K = 50
-    X, truth = make_noisy_or(7000, 3000, K, density=0.01, prior=3.0 / K, weight=1.0,
-                             leak=0.002, sparse=True, random_state=seed)
-    X_train, X_test = X[:5000], X[5000:]
-    fits = [NoisyORFactorizer(K, split_moves=split, random_state=seed).fit(X_train)
-            for split in (False, True)]
-    recovered = [np.sum(_matched_cosines(truth.components, m.components_) >= 0.9)
-                 for m in fits]
-    elbo = [m.score(X_test) for m in fits]
-    assert recovered[1] >= recovered[0] + 4, recovered
-    assert elbo[1] > elbo[0] + 1.0, elbo
+def _quiet_after_fit(model, X):
+    """``model._after_fit(X)`` with every warning an error; returns the count."""
+    with warnings_as_errors():
+        model._after_fit(X, None)
+    return model.n_active_components_
 
 
 @pytest.mark.parametrize("inference", ["acp", "avi"])
-def test_unused_causes_warning_names_the_remedy(inference):
-    """The remedy fits the fit: "acp" is suggested only to the other methods,
-    and the message gives the room the rows leave (sum of the priors / 0.01
-    causes can be above 0.01). Before, "acp" fits were told to use "acp"."""
+def test_unused_causes_are_reported_in_the_fitted_attribute_not_warned(
+        inference, capsys):
+    """A cause the fit switched off (prior below 0.01) is counted out of
+    ``n_active_components_`` and named in the verbose output; fit does not
+    warn about it (the model's prior at work, not a failure), however many
+    causes end unused."""
     X, _ = make_noisy_or(300, 30, 3, density=0.3, random_state=0)
     model = NoisyORFactorizer(4, inference=inference, max_iter=2,
                               prior_smoothing=0.0, random_state=0).fit(X)
     model._logit_prior[:3] = -10.0  # three of four causes unused
     model._logit_prior[3] = logit(0.02)
-    with pytest.warns(UnusedLatentWarning) as record:
-        model._after_fit(X, None)
-    message = str(record[0].message)
-    assert model.n_active_components_ == 1
-    assert re.search("only 1 of 4 causes.*0.02 causes each.*at most 2 above "
-                     "0.01: lower n_components", message), message
-    assert ("inference='acp'" in message) == (inference != "acp"), message
-    assert "prior_smoothing > 0" in message, message
-    model.set_params(prior_smoothing=0.003)  # already smoothing: not suggested
-    with pytest.warns(UnusedLatentWarning) as record:
-        model._after_fit(X, None)
-    assert "prior_smoothing" not in str(record[0].message)
-    assert "n_fit_refine_steps" not in str(record[0].message)  # AVI's defaults
-    model.set_params(n_fit_refine_steps=0)  # AVI trained plainly: suggested
-    with pytest.warns(UnusedLatentWarning) as record:
-        model._after_fit(X, None)
-    assert ("n_fit_refine_steps='auto'" in str(record[0].message)) == (
-        inference == "avi")
-    model.set_params(n_fit_refine_steps="auto")
+    assert _quiet_after_fit(model, X) == 1
+    model.set_params(verbose=1)
+    _quiet_after_fit(model, X)
+    assert "1 of 4 causes in use (prior > 0.01)" in capsys.readouterr().out
+    model.set_params(verbose=0)
     model._logit_prior[:] = 0.0
-    with warnings_as_errors():
-        model._after_fit(X, None)
+    assert _quiet_after_fit(model, X) == 4
 
 
-def test_an_empty_cause_is_reported_even_when_most_are_in_use():
+def test_an_empty_cause_is_counted_out_quietly():
     """A cause whose prior ends below 1 / n_samples is on in less than one
-    training row: empty. Before, only "more than half below 0.01" warned, so
-    long fits on R8 (K = 100, 40 epochs: 22 to 45 causes below 0.001) ended
-    silently. The state comes from a real fit continued with warm_start."""
+    training row; a warm fit that ends with one is quiet and counts it out of
+    ``n_active_components_``. The state comes from a real fit continued with
+    warm_start."""
     X, _ = make_noisy_or(300, 30, 3, density=0.3, random_state=0)
     model = NoisyORFactorizer(4, max_iter=3, random_state=0).fit(X)
     model._logit_prior[0] = -12.0  # prior 6e-6: on in 0.002 of 300 rows
     model.set_params(warm_start=True, max_iter=1)
-    with pytest.warns(UnusedLatentWarning,
-                      match=r"only 3 of 4 causes.*1 / n_samples.*"
-                            r"n_active_components_ = 3 counts those above a prior of "
-                            r"0.01.*n_components"):
+    with warnings_as_errors():
         model.fit(X)
     assert model.prior_[0] * X.shape[0] < 1.0
-    # on in 1.5 of 300 rows in expectation: rare, not empty; the same prior
-    # on 150 rows (0.75 rows) is empty: the threshold scales with n
+    assert model.n_active_components_ == 3
+    # a prior of 0.005 is below 0.01 whatever the number of rows
     model._logit_prior[:] = np.log(0.3 / 0.7)
     model._logit_prior[0] = np.log(0.005 / 0.995)
-    with warnings_as_errors():
-        model._after_fit(X, None)
-    with pytest.warns(UnusedLatentWarning, match="only 3 of 4.*0.00667"):
-        model._after_fit(sp.csr_matrix(X)[:150], None)
+    assert _quiet_after_fit(model, X) == 3
+    assert _quiet_after_fit(model, sp.csr_matrix(X)[:150]) == 3
 
 
 @pytest.mark.parametrize("inference", ["acp", "avi"])
-def test_a_cause_on_in_fewer_than_one_row_in_a_thousand_is_empty(inference):
-    """On 1,000 rows or more a cause is empty below a prior of 0.001, not only
-    below 1 / n_samples. Before, AVI on 44,328 health news tweets (K = 50)
-    ended with 7 to 11 causes at priors of 2e-4 to 3e-4, each on in about one
-    tweet but 9 to 13 rows in expectation, and fit did not warn. Below 1,000
-    rows the 1 / n_samples rule stays (it is the larger); the remedy names
-    inference='acp' to the other methods only."""
+def test_n_active_components_counts_priors_above_one_percent(inference):
+    """``n_active_components_`` is the number of priors above 0.01, on any
+    number of rows: 7e-4 (1.4 of 2,000 rows) and 0.005 are out, 0.015 is in."""
     X, _ = make_noisy_or(2000, 30, 3, density=0.3, random_state=0)
     model = NoisyORFactorizer(4, inference=inference, max_iter=1,
                               random_state=0).fit(X)
     model._logit_prior[:] = logit(0.3)
-    model._logit_prior[0] = logit(7e-4)  # 1.4 of 2,000 rows in expectation
-    assert model._logit_prior[0] > logit(1.0 / X.shape[0])  # the old rule: silent
-    with pytest.warns(UnusedLatentWarning) as record:
-        model._after_fit(X, None)
-    message = str(record[0].message)
-    pattern = (r"only 3 of 4 causes.*prior >= 0.001: on in at least one "
-               r"training row in a thousand.*lower n_components")
-    assert re.search(pattern, message), message
-    assert ("inference='acp'" in message) == (inference != "acp"), message
-    model._logit_prior[0] = logit(1.5e-3)  # rare, not empty
-    with warnings_as_errors():
-        model._after_fit(X, None)
-    # on 500 rows, 1 / n_samples = 0.002 is the floor: 0.0015 is empty there
-    with pytest.warns(UnusedLatentWarning, match=r"only 3 of 4.*1 / n_samples = 0.002"):
-        model._after_fit(sp.csr_matrix(X)[:500], None)
+    model._logit_prior[0] = logit(7e-4)
+    assert _quiet_after_fit(model, X) == 3
+    assert _quiet_after_fit(model, sp.csr_matrix(X)[:500]) == 3
+    model._logit_prior[0] = logit(0.005)
+    assert _quiet_after_fit(model, X) == 3
+    model._logit_prior[0] = logit(0.015)
+    assert _quiet_after_fit(model, X) == 4
 
 
-def test_partial_fit_does_not_call_a_rare_cause_empty_from_the_chunk_size():
-    """The empty-cause warning needs the training set's size. partial_fit sees
-    a chunk (the out-of-core example's last chunk has 48 of 5,048 rows), and
-    a prior of 0.02 is on in 6 of the 300 rows seen, not empty; before, the
-    chunk's 1 / 20 = 0.05 was the threshold and every such call warned."""
+def test_partial_fit_updates_n_active_components_quietly():
+    """partial_fit sees a chunk (the out-of-core example's last chunk has 48 of
+    5,048 rows): a rare cause (prior 0.02) stays counted in use, and when
+    most causes end unused the call is quiet and the count says so."""
     X, _ = make_noisy_or(300, 30, 3, density=0.3, random_state=0)
     model = NoisyORFactorizer(4, random_state=0)
     for start in range(0, 300, 100):
@@ -556,52 +410,37 @@ def test_partial_fit_does_not_call_a_rare_cause_empty_from_the_chunk_size():
     model._logit_prior[0] = np.log(0.02 / 0.98)  # above 0.01: not re-seeded
     with warnings_as_errors():
         model.partial_fit(X[:20])
-    assert model.prior_[0] * 20 < 1.0  # what the chunk-size rule called empty
-    # fit on the same 20 rows is trained on them alone, but below 100 rows
-    # the floor of an empty cause is capped at 0.01, the prior of a cause in
-    # use: 0.02 is in use there (test below)
+    assert model.n_active_components_ == 4
     model.set_params(warm_start=True, max_iter=1)
     with warnings_as_errors():
         model.fit(X[:20])
-    # the more-than-half rule needs no data size and still warns in partial_fit
     model._logit_prior[:3] = -10.0
-    with pytest.warns(UnusedLatentWarning, match="only 1 of 4 causes"):
+    with warnings_as_errors():
         model.partial_fit(X[:20])
+    assert model.n_active_components_ == 1
 
 
-def test_below_100_rows_an_empty_cause_is_one_not_in_use():
-    """The floor 1 / n_samples of an empty cause is capped at the prior of
-    0.01 below which a cause is not in use, so the empty-cause warning never
-    counts fewer causes in use than n_active_components_. Before, a fit on 1
-    or 2 rows (every prior 0.43, all five in use) warned "only 0 of 5 causes
-    are in use" beside n_active_components_ = 5: on one row every prior below
-    1 is on in less than one row in expectation."""
+def test_fits_on_a_few_rows_keep_their_causes_in_use():
+    """A fit on 1, 2, 5 or 20 rows (every prior 0.43) is quiet and counts all
+    five causes in use; below 0.01 a cause is out, above it in, whatever the
+    number of rows."""
     X, _ = make_noisy_or(50, 30, 3, density=0.3, random_state=0)
     for n_samples in (1, 2, 5, 20):
         with warnings_as_errors():
             model = NoisyORFactorizer(5, random_state=0).fit(X[:n_samples])
         assert model.n_active_components_ == 5
         assert np.all(model.prior_ > 0.01)
-    # on these 20 rows a cause below 0.01 is both empty and not in use
     model._logit_prior[:] = logit(0.3)
     model._logit_prior[0] = logit(0.005)
-    with pytest.warns(UnusedLatentWarning) as record:
-        model._after_fit(X[:20], None)
-    message = str(record[0].message)
-    pattern = (r"only 4 of 5 causes.*prior >= 0.01: below 100 rows the floor 1 / "
-               r"n_samples = 0.05 .*n_active_components_ = 4 counts")
-    assert re.search(pattern, message), message
-    assert model.n_active_components_ == 4
+    assert _quiet_after_fit(model, X[:20]) == 4
     model._logit_prior[0] = logit(0.02)  # on in 0.4 rows, but in use
-    with warnings_as_errors():
-        model._after_fit(X[:20], None)
-    assert model.n_active_components_ == 5
+    assert _quiet_after_fit(model, X[:20]) == 5
 
 
 def test_warnings_point_at_the_callers_line():
-    """ConvergenceWarning and UnusedLatentWarning name the user's file and
-    line, whether fit is called directly, through a Pipeline (scikit-learn
-    frames in between) or as partial_fit (a different depth)."""
+    """ConvergenceWarning names the user's file and line, whether fit is
+    called directly or through a Pipeline (scikit-learn frames in between);
+    partial_fit with most causes unused does not warn."""
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.pipeline import make_pipeline
 
@@ -615,9 +454,9 @@ def test_warnings_point_at_the_callers_line():
     # max_iter=2: re-seeding (first half of max_iter epochs) is over
     model = NoisyORFactorizer(4, max_iter=2, random_state=0).partial_fit(X)
     model._logit_prior[:3] = -10.0
-    with pytest.warns(UnusedLatentWarning) as record:
+    with warnings_as_errors():
         model.partial_fit(X[:50])
-    assert record[0].filename == __file__
+    assert model.n_active_components_ <= 2
 
 
 class warnings_as_errors:
@@ -657,7 +496,8 @@ def test_svi_large_learning_rate_is_finite_or_a_clear_error():
 
 
 @pytest.mark.parametrize("inference, seed", [("acp", 14), ("avi", 0), ("svi", 0)])
-def test_partial_fit_divergence_is_an_error_not_infinite_output(inference, seed):
+def test_partial_fit_divergence_is_an_error_not_infinite_output(inference, seed,
+                                                                monkeypatch):
     """An epoch's reported ELBO is averaged before its last updates, which can
     leave NaN parameters or a leak that underflowed to 0 while the value stays
     finite. Found by tests/test_properties.py: here one partial_fit call
@@ -665,9 +505,9 @@ def test_partial_fit_divergence_is_an_error_not_infinite_output(inference, seed)
     epoch)."""
     rng = np.random.RandomState(seed)
     X = (rng.random_sample((12, 9)) < 0.3).astype(float)
+    monkeypatch.setattr(_estimator, "_N_TRANSFORM_STEPS", 5)
     model = NoisyORFactorizer(3, inference=inference, hidden_layer_sizes=(4,),
-                              learning_rate=1e3, n_elbo_samples=5,
-                              n_transform_steps=5, random_state=0)
+                              learning_rate=1e3, n_elbo_samples=5, random_state=0)
     with pytest.raises(ValueError, match="diverged.*learning_rate"):
         model.partial_fit(X)
 
@@ -678,9 +518,33 @@ def test_divergence_is_an_error_naming_the_learning_rate(inference):
     model = NoisyORFactorizer(5, inference=inference, learning_rate=1e3,
                               max_iter=3, random_state=0)
     with pytest.raises(ValueError, match="diverged.*learning_rate") as info:
-        model.fit(X)
+        # no RuntimeWarning on the way: the epoch stops at the first minibatch
+        # whose posterior logits are not finite (AVI's free-bits KL met NaN
+        # logits there: "invalid value encountered in logaddexp")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            model.fit(X)
     # the hint names the real default (it said 1e-2 while the default was 0.03)
     assert f"the default is {NoisyORFactorizer().learning_rate}." in str(info.value)
+
+
+@pytest.mark.parametrize("inference", ["acp", "avi"])
+def test_non_finite_posterior_logits_stop_the_epoch_without_runtime_warnings(
+        inference):
+    """An encoder broken by the last steps (here an output weight set to NaN)
+    gives NaN posterior logits at the next minibatch: the epoch stops there
+    with the divergence error, before the logits reach the gradients and
+    AVI's free-bits KL (``_release_free_bits``, which warned "invalid value
+    encountered in logaddexp" on them)."""
+    X, _ = make_noisy_or(200, 30, 3, density=0.2, random_state=0)
+    model = NoisyORFactorizer(3, inference=inference, hidden_layer_sizes=(4,),
+                              random_state=0).partial_fit(X)
+    model.encoder_coefs_[-1][0, 0] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(ValueError, match="posterior logits became non-finite "
+                                             "in epoch 2: training diverged"):
+            model.partial_fit(X)
 
 
 def test_jj_partial_fit_says_why_it_is_missing():
@@ -722,11 +586,9 @@ def test_prior_smoothing_keeps_rare_causes_in_use(inference):
     X_train, X_test = X[:2000], X[2000:]
     fits = []
     for smoothing in (0.0, a):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UnusedLatentWarning)
-            fits.append(NoisyORFactorizer(40, inference=inference,
-                                          prior_smoothing=smoothing,
-                                          max_iter=10, random_state=0).fit(X_train))
+        fits.append(NoisyORFactorizer(40, inference=inference,
+                                      prior_smoothing=smoothing,
+                                      max_iter=10, random_state=0).fit(X_train))
     plain, smoothed = fits
     assert smoothed.n_active_components_ == 40
     assert smoothed.prior_.min() > plain.prior_.min() + 0.003
@@ -738,45 +600,56 @@ def test_prior_smoothing_keeps_rare_causes_in_use(inference):
     assert_allclose(smoothed.elbo_, smoothed.score(X_train), rtol=0.02)
 
 
+def _fit_with(settings, *args, **params):
+    """``NoisyORFactorizer(*args, **params).fit`` with the advanced settings
+    ``settings`` ({name of a per-method table in _estimator: {method: value}})
+    patched for the fit only."""
+    X = params.pop("X")
+    with pytest.MonkeyPatch.context() as patch:
+        for name, values in settings.items():
+            for method, value in values.items():
+                patch.setitem(getattr(_estimator, name), method, value)
+        return NoisyORFactorizer(*args, **params).fit(X)
+
+
 @pytest.mark.parametrize("inference", ["acp", "avi"])
-def test_free_bits_changes_training_not_the_reported_elbo(inference):
-    """free_bits=0 is the plain fit (ACP's default, to the last bit); a
+def test_free_bits_changes_training_not_the_reported_elbo(inference, monkeypatch):
+    """Free bits of 0 is the plain fit (ACP's default, to the last bit); a
     positive value trains the posteriors on another objective (a different
-    fit), while ``elbo_`` and ``score`` stay the ELBO itself; "auto" (the
-    default) is 0.02 nats for AVI and 0 for ACP. "svi" ignores it."""
+    fit), while ``elbo_`` and ``score`` stay the ELBO itself; the default
+    table ``_FREE_BITS`` is 0.02 nats for AVI and 0 for ACP. "svi" ignores
+    it."""
     X, _ = make_noisy_or(400, 60, 6, density=0.1, random_state=0, sparse=True)
-    params = dict(inference=inference, n_fit_refine_steps=0, max_iter=3,
-                  random_state=0)
-    auto = NoisyORFactorizer(8, **params).fit(X)
-    zero = NoisyORFactorizer(8, free_bits=0.0, **params).fit(X)
-    freed = NoisyORFactorizer(8, free_bits=0.05, **params).fit(X)
-    fb02 = NoisyORFactorizer(8, free_bits=0.02, **params).fit(X)
+    monkeypatch.setitem(_estimator._FIT_REFINE_STEPS, inference, 0)
+    params = dict(inference=inference, max_iter=3, random_state=0, X=X)
+    assert _estimator._FREE_BITS == {"acp": 0.0, "avi": 0.02}
+    auto = _fit_with({}, 8, **params)
+    zero = _fit_with({"_FREE_BITS": {inference: 0.0}}, 8, **params)
+    freed = _fit_with({"_FREE_BITS": {inference: 0.05}}, 8, **params)
+    fb02 = _fit_with({"_FREE_BITS": {inference: 0.02}}, 8, **params)
     assert_array_equal(auto.components_, (zero if inference == "acp" else
                                           fb02).components_)
     assert not np.allclose(freed.components_, zero.components_)
     assert not np.allclose(fb02.components_, zero.components_)
     assert_allclose(freed.elbo_, freed.score(X), rtol=0.02)
     svi = dict(params, inference="svi")
-    assert_array_equal(NoisyORFactorizer(8, free_bits=0.05, **svi).fit(X).components_,
-                       NoisyORFactorizer(8, **svi).fit(X).components_)
-    with pytest.raises(ValueError, match="free_bits"):
-        NoisyORFactorizer(8, free_bits=-0.1).fit(X)
-    with pytest.raises(ValueError, match="free_bits"):
-        NoisyORFactorizer(8, free_bits="large").fit(X)
+    every = {"_FREE_BITS": {m: 0.05 for m in ("acp", "avi", "svi", "jj")}}
+    assert_array_equal(_fit_with(every, 8, **svi).components_,
+                       _fit_with({}, 8, **svi).components_)
 
 
 @pytest.mark.parametrize("inference", ["acp", "avi"])
-def test_semi_amortized_gradients(inference):
-    """n_fit_refine_steps > 0: the encoder's coefficients get the gradient at
+def test_semi_amortized_gradients(inference, monkeypatch):
+    """_FIT_REFINE_STEPS > 0: the encoder's coefficients get the gradient at
     the encoder's own logits (those of the plain step, to the last bit), and
     theta, the leak and the prior the gradient at the logits refined by the
     local steps of "svi" (the "svi" gradient at those logits, to the last
     bit, with ACP's share through its encoder added)."""
-    from skbinvi.noisy_or import _estimator, _kernels
+    from skbinvi.noisy_or import _kernels
 
     X, _ = make_noisy_or(30, 25, 3, density=0.2, random_state=1, sparse=True)
-    est = NoisyORFactorizer(4, inference=inference, hidden_layer_sizes=(6,),
-                            n_fit_refine_steps=2)
+    monkeypatch.setitem(_estimator._FIT_REFINE_STEPS, inference, 2)
+    est = NoisyORFactorizer(4, inference=inference, hidden_layer_sizes=(6,))
     rng = np.random.RandomState(0)
     est.n_features_in_ = X.shape[1]
     X = est._check_X(X, reset=True)
@@ -818,46 +691,54 @@ def test_semi_amortized_gradients(inference):
 
 
 @pytest.mark.parametrize("inference", ["acp", "avi", "svi"])
-def test_n_fit_refine_steps_changes_training_not_the_reported_elbo(inference):
+def test_fit_refine_steps_change_training_not_the_reported_elbo(inference):
     """0 is the plain fit (ACP's default, to the last bit); 1 trains the model
-    at refined logits (a different fit) while ``elbo_`` stays the ELBO;
-    "auto" (the default) is 1 for AVI and 0 for ACP; "svi" ignores the
-    parameter; a negative value raises."""
+    at refined logits (a different fit) while ``elbo_`` stays the ELBO; the
+    default table ``_FIT_REFINE_STEPS`` is 1 for AVI and 0 for ACP; "svi"
+    ignores it."""
     X, _ = make_noisy_or(300, 40, 5, density=0.1, random_state=0, sparse=True)
-    params = dict(inference=inference, free_bits=0.0, max_iter=3, random_state=0)
-    fits = {n: NoisyORFactorizer(6, n_fit_refine_steps=n, **params).fit(X)
+    params = dict(inference=inference, max_iter=3, random_state=0, X=X)
+    no_free_bits = {m: 0.0 for m in ("acp", "avi")}
+    assert _estimator._FIT_REFINE_STEPS == {"acp": 0, "avi": 1}
+    fits = {n: _fit_with({"_FREE_BITS": no_free_bits,
+                          "_FIT_REFINE_STEPS": {inference: n}}, 6, **params)
             for n in (0, 1)}
-    auto = NoisyORFactorizer(6, **params).fit(X)
+    auto = _fit_with({"_FREE_BITS": no_free_bits}, 6, **params)
     assert_array_equal(auto.components_, fits[int(inference == "avi")].components_)
     if inference == "svi":
         assert_array_equal(fits[0].components_, fits[1].components_)
     else:
         assert not np.allclose(fits[0].components_, fits[1].components_)
         assert_allclose(fits[1].elbo_, fits[1].score(X), rtol=0.02)
-    with pytest.raises(ValueError, match="n_fit_refine_steps"):
-        NoisyORFactorizer(6, n_fit_refine_steps=-1).fit(X)
-    with pytest.raises(ValueError, match="n_fit_refine_steps"):
-        NoisyORFactorizer(6, n_fit_refine_steps="many").fit(X)
+
+
+def test_research_settings_are_not_parameters():
+    """The advanced settings are module constants, not constructor
+    parameters: passing one is a TypeError, and get_params lists 20 names."""
+    for name in ("free_bits", "n_fit_refine_steps", "n_refine_steps",
+                 "temperature", "activation", "split_moves", "transform_output"):
+        with pytest.raises(TypeError):
+            NoisyORFactorizer(**{name: 0})
+    assert len(NoisyORFactorizer().get_params()) <= 20
+    with pytest.raises(ValueError, match="init"):
+        NoisyORFactorizer(init="random").fit(np.eye(3))
 
 
 @pytest.mark.slow
 def test_free_bits_puts_avi_causes_to_work_on_reuters_bodies():
     """AVI at K = 150 on the Reuters bodies, plain amortized training
-    (n_fit_refine_steps=0): free_bits=0.02 keeps 90% of the causes above a
-    prior of 0.01 and puts more of them to work (on, q > 1/2, in at least 10
-    training documents) than free_bits=0, for a test ELBO less than 1 nat per
-    document lower. Measured (seed 0): 145 and 133 against 115 and 122, test
-    ELBO -113.23 against -112.38."""
+    (_FIT_REFINE_STEPS["avi"] = 0): free bits of 0.02 nats keep 90% of the
+    causes above a prior of 0.01 and put more of them to work (on, q > 1/2,
+    in at least 10 training documents) than none, for a test ELBO less than
+    1 nat per document lower."""
     K = 150
     train = load_reuters(subset="train", text="body").data
     test = load_reuters(subset="test", text="body").data
     fits = {}
     for free_bits in (0.0, 0.02):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UnusedLatentWarning)
-            model = NoisyORFactorizer(K, inference="avi", free_bits=free_bits,
-                                      n_fit_refine_steps=0,
-                                      random_state=0).fit(train)
+        model = _fit_with({"_FREE_BITS": {"avi": free_bits},
+                           "_FIT_REFINE_STEPS": {"avi": 0}},
+                          K, inference="avi", random_state=0, X=train)
         on = int(((model.transform(train) > 0).sum(axis=0) >= 10).sum())
         fits[free_bits] = (model.n_active_components_, on, model.score(test))
     (count0, on0, elbo0), (count, on, elbo) = fits[0.0], fits[0.02]
@@ -867,30 +748,25 @@ def test_free_bits_puts_avi_causes_to_work_on_reuters_bodies():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("inference, without", [
-    ("acp", {"prior_smoothing": 0.0}),
-    ("avi", {"n_fit_refine_steps": 0, "free_bits": 0.0}),
+@pytest.mark.parametrize("inference, without, settings", [
+    ("acp", {"prior_smoothing": 0.0}, {}),
+    ("avi", {}, {"_FIT_REFINE_STEPS": {"avi": 0}, "_FREE_BITS": {"avi": 0.0}}),
 ])
-def test_default_fit_keeps_causes_in_use_on_reuters_bodies(inference, without):
+def test_default_fit_keeps_causes_in_use_on_reuters_bodies(inference, without,
+                                                           settings):
     """The default fit on the Reuters bodies at K = 150 keeps at least 90% of
-    its causes above a prior of 0.01 (the target of the user guide's "Unused
-    causes"), which it does not without the defaults that keep them: the
-    smoothed priors for ACP (``prior_smoothing=0.003``), and for AVI
-    semi-amortized training with free bits (``n_fit_refine_steps`` and
-    ``free_bits`` "auto": 1 step and 0.02 nats).
-
-    Measured (seed 0, default 10 epochs): ACP 147 of 150 above 0.01 against
-    128 with prior_smoothing=0.0; AVI 145 against 115 with plain amortized
-    training (seeds 0-2: 141-146 against 114-115), so the test fails if
-    either default goes back."""
+    its causes above a prior of 0.01, which it does not without the defaults
+    that keep them: the smoothed priors for ACP (``prior_smoothing=0.003``),
+    and for AVI semi-amortized training with free bits (``_FIT_REFINE_STEPS``
+    and ``_FREE_BITS``: 1 step and 0.02 nats), so the test fails if either
+    default goes back."""
     K = 150
     X = load_reuters(subset="train", text="body").data
     counts = {}
-    for name, params in (("default", {}), ("without", without)):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UnusedLatentWarning)
-            model = NoisyORFactorizer(K, inference=inference, random_state=0,
-                                      **params).fit(X)
+    for name, params, patched in (("default", {}, {}),
+                                  ("without", without, settings)):
+        model = _fit_with(patched, K, inference=inference, random_state=0, X=X,
+                          **params)
         counts[name] = model.n_active_components_
     assert counts["default"] >= 0.9 * K, counts
     assert counts["without"] < 0.9 * K, counts

@@ -306,16 +306,21 @@ def test_gather_dots_equal_plain_loops_bit_for_bit(P, mask):
 @pytest.mark.parametrize("inference", ["acp", "avi"])
 @pytest.mark.parametrize("activation", ["relu", "tanh"])
 @pytest.mark.parametrize("prior_smoothing", [0.0, 0.2])
-def test_estimator_gradients_finite_differences(inference, activation, prior_smoothing):
+def test_estimator_gradients_finite_differences(inference, activation, prior_smoothing,
+                                                monkeypatch):
     """Every parameter's gradient, end to end (encoder, heads, softplus/sigmoid).
 
     With ``prior_smoothing`` a > 0 the objective is the relaxed ELBO plus
     a B sum_k log mu_k (the Beta(1 + a N, 1) prior's share of the B rows)."""
+    from skbinvi.noisy_or import _estimator
+
     X, *_ = _problem(seed=6, B=6, D=10, K=3, density=0.35)
+    monkeypatch.setattr(_estimator, "_ACTIVATION", activation)
+    # the ELBO's own gradient (AVI's default releases some)
+    monkeypatch.setitem(_estimator._FREE_BITS, inference, 0.0)
     est = NoisyORFactorizer(
         n_components=3, inference=inference, hidden_layer_sizes=(5, 4),
-        activation=activation, n_mc_samples=3, prior_smoothing=prior_smoothing,
-        free_bits=0.0,  # the ELBO's own gradient (AVI's default releases some)
+        n_mc_samples=3, prior_smoothing=prior_smoothing,
     )
     rng = np.random.RandomState(0)
     est._initialize(X, None, rng)

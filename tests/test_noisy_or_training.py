@@ -82,9 +82,9 @@ def test_row_sparse_epochs_match_dense_reference(inference, n_fit_refine_steps, 
     monkeypatch.setattr(
         _estimator, "_update_window", lambda est, nnz, n_batches: min(window, n_batches)
     )
+    monkeypatch.setitem(_estimator._FIT_REFINE_STEPS, inference, n_fit_refine_steps)
     kwargs = dict(n_components=4, inference=inference, hidden_layer_sizes=(6,),
-                  n_mc_samples=3, batch_size=8, learning_rate=0.05,
-                  n_fit_refine_steps=n_fit_refine_steps)
+                  n_mc_samples=3, batch_size=8, learning_rate=0.05)
     fast = NoisyORFactorizer(**kwargs, max_iter=2, random_state=0).fit(X)
     slow = NoisyORFactorizer(**kwargs, random_state=0)
     slow._validate_params()

@@ -131,19 +131,19 @@ def _exercise(estimator, X, y, methods):
     binarize=st.sampled_from([0.0, 0.5, None]),
     n_mc_samples=st.sampled_from([3, 1]),
     batch_size=st.sampled_from(["auto", 1, 7]),
-    transform_output=st.sampled_from(["logit", "probability"]),
+    posterior=st.sampled_from(["logit", "probability"]),
     n_init=st.sampled_from([1, 2]),
-    init=st.sampled_from(["data", "k-means++", "cooccurrence", "random"]),
+    init=st.sampled_from(["data", "k-means++", "cooccurrence"]),
     prior_smoothing=st.sampled_from([0.0, 0.01, 100.0]),
 )
 def test_noisy_or_property(X, inference, n_components, learning_rate, tol, binarize,
-                           n_mc_samples, batch_size, transform_output, n_init, init,
+                           n_mc_samples, batch_size, posterior, n_init, init,
                            prior_smoothing):
     model = NoisyORFactorizer(
         n_components, inference=inference, hidden_layer_sizes=(4,), max_iter=2,
         learning_rate=learning_rate, tol=tol, binarize=binarize,
-        n_mc_samples=n_mc_samples, n_elbo_samples=5, n_transform_steps=5,
-        batch_size=batch_size, transform_output=transform_output, n_init=n_init,
+        n_mc_samples=n_mc_samples, n_elbo_samples=5,
+        batch_size=batch_size, posterior=posterior, n_init=n_init,
         init=init, prior_smoothing=prior_smoothing, random_state=0,
     )
     methods = [("transform", (X,)), ("score", (X,)), ("score_samples", (X,)),

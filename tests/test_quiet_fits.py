@@ -20,7 +20,11 @@ from sklearn.datasets import load_breast_cancer, load_digits
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from skbinvi import DiversityMixtureOfExperts, LatentFeatureRelational, NoisyORFactorizer
+from skbinvi import (
+    DiversityMixtureOfExperts,
+    LatentFeatureRelational,
+    NoisyORFactorizer,
+)
 from skbinvi.datasets import load_adult, load_binary_mnist, load_kinships, load_reuters
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,8 +35,8 @@ def _noisy_or(X):
 
 
 def _mixture(X, y):
-    return make_pipeline(StandardScaler(), DiversityMixtureOfExperts(random_state=0)).fit(
-        X, y)
+    model = make_pipeline(StandardScaler(), DiversityMixtureOfExperts(random_state=0))
+    return model.fit(X, y)
 
 
 def _reuters(categories, text):

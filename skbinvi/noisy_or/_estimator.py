@@ -1,7 +1,6 @@
 """NoisyORFactorizer: the noisy-OR factor model with amortized variational inference."""
 
 import inspect
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -12,8 +11,7 @@ from sklearn.base import (
     TransformerMixin,
     _fit_context,
 )
-from sklearn.cluster import KMeans, kmeans_plusplus
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.cluster import kmeans_plusplus
 from sklearn.preprocessing import normalize
 from sklearn.random_projection import SparseRandomProjection
 from sklearn.utils import gen_batches
@@ -138,7 +136,8 @@ def _cooccurrence_seeds(X, n_seeds, rng):
         together = (Xs[:, words].T @ Xs).toarray() / count[words, None]
         lift = np.maximum(together - freq, 0.0) / room
         total = _SEED_WEIGHT * lift.sum(axis=1)
-        scale = _SEED_WEIGHT * np.minimum(1.0, _SEED_EVIDENCE / np.maximum(total, 1e-300))
+        scale = _SEED_WEIGHT * np.minimum(
+            1.0, _SEED_EVIDENCE / np.maximum(total, 1e-300))
         weights[:, :n_words] = (lift * scale[:, None]).T
     if n_words < n_seeds:
         missing = n_seeds - n_words
@@ -162,7 +161,7 @@ def _release_free_bits(g_logit_q, logit_q, logit_prior, free_bits):
     at :math:`l = c`. A one-sided variant of free bits (Kingma et al.,
     NeurIPS 2016), whose two-sided form lets the posteriors of the released
     causes fall to 0 and empties rare causes on short documents (User Guide,
-    "Free bits"). Returns the boolean mask (K,) of the causes released.
+    "Keeping causes in use"). Returns the boolean mask (K,) of the causes released.
     """
     q = expit(logit_q)
     diff = logit_q - logit_prior
@@ -190,41 +189,39 @@ def _csr_arrays(X):
 # the largest logit change at which transform stops iterating a row.
 _LOCAL_STEP = 0.5
 _LOCAL_TOL = 1e-4
-# A cause whose prior probability ends below this value is unused.
+# A cause whose prior probability ends below this value is unused (not counted
+# in n_active_components_); in the first half of max_iter epochs it is
+# re-seeded (NoisyORFactorizer._revive_unused_causes).
 _DEAD_PRIOR = 0.01
-# n_fit_refine_steps="auto" and free_bits="auto" by inference method: "avi"
-# trains semi-amortized (1 local step) with one-sided free bits of 0.02 nats,
-# which together keep 92-100% of the causes above a prior of 0.01 on Reuters
-# bodies and R8 at K = 50-150 (75-91% with neither; User Guide, "Unused
-# causes"); "acp" keeps 94-100% with neither, and either lowers its held-out
-# ELBO.
-_AUTO_FIT_REFINE_STEPS = {"acp": 0, "avi": 1}
-_AUTO_FREE_BITS = {"acp": 0.0, "avi": 0.02}
-# A cause whose prior ends below this value, or below 1 / n_samples when that
-# is larger (up to _DEAD_PRIOR, so that an empty cause is never one of the
-# n_active_components_ in use), is empty: on in fewer than one training row in
-# a thousand (or in less than one row) in expectation. AVI on 44,328 health
-# news tweets (K = 50, seeds 0-2) ended with 7 to 11 such causes (priors 2e-4
-# to 3e-4, on in about one tweet each; switching them and the other causes
-# below 0.01 off moved the test ELBO by at most 0.17 nats per tweet), all
-# above 1 / n_samples = 2.3e-5; the rare causes of the default fits on the
-# Reuters corpora stay above it (user guide, "Unused causes" and "Many short
-# documents").
-_EMPTY_PRIOR = 1e-3
-# Split moves (split_moves=True; see NoisyORFactorizer._split_causes): training
-# rows on which the moves are scored, most rows scored per move, Monte Carlo
-# samples of the true ELBO, least gain in nats per scored row, heaviest words
-# of a cause on which its documents are clustered, smallest weight of a split
-# cause (keeps softplus^-1 finite), the share of max_iter during which moves
-# are made, and K / (most moves per epoch).
-_SPLIT_ROWS = 1000
-_SPLIT_EVAL_ROWS = 200
-_SPLIT_SAMPLES = 10
-_SPLIT_MARGIN = 0.01
-_SPLIT_TOP_WORDS = 30
-_SPLIT_FLOOR = 1e-6
-_SPLIT_UNTIL = 0.8
-_SPLIT_SHARE = 20
+
+# Advanced settings (User Guide, "Advanced settings"). Module constants, read
+# at every fit, transform and score: tests patch them with monkeypatch.setattr.
+#
+# Activation of the encoder's hidden layers: "relu" or "tanh".
+_ACTIVATION = "relu"
+# Binary Concrete relaxation: the temperature at epoch t (counted from 0 over
+# the calls to fit/partial_fit since the last fit) is
+# max(_MIN_TEMPERATURE, _TEMPERATURE * exp(-_TEMPERATURE_DECAY * t)).
+_TEMPERATURE = 0.5
+_MIN_TEMPERATURE = 0.2
+_TEMPERATURE_DECAY = 0.05
+# "svi": natural-gradient steps on a minibatch row's logits per visit in fit;
+# "jj": E-step sweeps per row and EM iteration.
+_N_LOCAL_STEPS = 5
+# "svi" and "jj": most local steps (E-step sweeps) on a new row in transform,
+# score and score_samples (and on the rows of a partial_fit chunk, "svi").
+_N_TRANSFORM_STEPS = 50
+# "acp" and "avi": local mean-field steps from the encoder's logits in
+# transform, score and score_samples (semi-amortized inference; 0: the
+# encoder's output alone).
+_N_REFINE_STEPS = 5
+# "acp" and "avi", by inference method: local mean-field steps from the
+# encoder's logits of every minibatch row in fit (semi-amortized training),
+# and one-sided free bits in nats per row and cause. "avi" trains with 1 step
+# and 0.02 nats, which together keep more of its causes in use; "acp" needs
+# neither. "svi" and "jj" use neither.
+_FIT_REFINE_STEPS = {"acp": 0, "avi": 1}
+_FREE_BITS = {"acp": 0.0, "avi": 0.02}
 # "jj": relative gain of the bound below which a row's E-step stops in transform
 _JJ_TOL = 1e-10
 
@@ -258,9 +255,9 @@ def _update_window(estimator, nnz_per_batch, n_batches):
     K = estimator.n_components
     M = estimator.n_mc_samples
     if estimator.inference == "svi":
-        # no encoder; each visit also runs n_local_steps local sweeps
+        # no encoder; each visit also runs _N_LOCAL_STEPS local sweeps
         n_per_row = K + 1
-        per_nnz = M * K * (1 + estimator.n_local_steps) + n_per_row
+        per_nnz = M * K * (1 + _N_LOCAL_STEPS) + n_per_row
     else:
         sizes = estimator._hidden_sizes()
         n_per_row = K + 1 + sizes[0]
@@ -297,66 +294,40 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             - \sum_k \mathrm{KL}\big(\mathrm{Bern}(q_k) \,\|\, \mathrm{Bern}(\mu_k)\big)
 
     under a factorized posterior :math:`q(z \mid x) = \prod_k
-    \mathrm{Bern}(q_k)`. With amortized inference an encoder network computes
-    the parameters of q from x:
+    \mathrm{Bern}(q_k)`. The ``inference`` methods differ in how q is
+    computed:
 
-    - ``inference="acp"`` (amortized conjugate posterior, [1]_ supplement
-      Eq. 5): the encoder outputs the dual variables
-      :math:`\psi_i = \mathrm{softplus}(\mathrm{MLP}(x)_i) > 0` of the
-      Jaakkola-Jordan bound :math:`\log(1 - e^{-u}) \le \psi u - g(\psi)` and
-      :math:`q_k = \sigma\big(\sum_{i: x_i=1} \psi_i \theta_{ik} -
-      \sum_{i: x_i=0} \theta_{ik} + \operatorname{logit} \mu_k\big)`;
-    - ``inference="avi"`` (amortized VI): the encoder outputs
-      :math:`\operatorname{logit} q_k` directly.
+    - ``"acp"`` (amortized conjugate posterior, [1]_ supplement Eq. 5): an
+      encoder network outputs the dual variables :math:`\psi_i > 0` of the
+      Jaakkola-Jordan bound :math:`\log(1 - e^{-u}) \le \psi u - g(\psi)` at
+      the active features, and :math:`q_k = \sigma\big(\sum_{i: x_i=1}
+      \psi_i \theta_{ik} - \sum_{i: x_i=0} \theta_{ik} + \operatorname{logit}
+      \mu_k\big)`;
+    - ``"avi"`` (amortized VI): the encoder outputs
+      :math:`\operatorname{logit} q_k` directly;
+    - ``"svi"`` (stochastic VI): every row has free logits, optimized with
+      the model fixed by damped mean-field (natural-gradient) steps; no
+      encoder;
+    - ``"jj"``: variational EM on the Jaakkola-Jordan lower bound ([3]_,
+      [4]_; LB-CDI in [1]_). One ``max_iter`` iteration is one E-step and one
+      M-step on all the rows, and the bound never decreases. No minibatches,
+      learning rate or ``partial_fit``; an iteration costs far more than an
+      epoch of the other methods. The paper's baseline.
 
-    The encoder's input is the binary row divided by the square root of its
-    number of active features (unit Euclidean norm), so that documents of
-    any length give hidden activations of the same scale. In :meth:`transform`
-    and :meth:`score` the encoder's logits are the start of ``n_refine_steps``
-    local mean-field steps (the "svi" steps below) that close the amortization
-    gap (semi-amortized inference, Kim et al., ICML 2018); a row keeps its
-    refined logits only if they raise its ELBO.
+    The encoder of "acp" and "avi" reads the binary row scaled to unit
+    Euclidean norm. In :meth:`transform` and :meth:`score` its logits are the
+    start of a few local mean-field steps (semi-amortized inference [7]_); a
+    row keeps the refined logits only if they raise its ELBO. "svi" and "jj"
+    optimize each new row's posterior with the model fixed. Either way the
+    result for a row is deterministic and does not depend on the other rows.
 
-    Without amortization, ``inference="svi"`` (stochastic VI) gives every row
-    its own free logits :math:`\lambda = \operatorname{logit} q`, optimized
-    with the model fixed by damped natural-gradient steps
-    :math:`\lambda \leftarrow \lambda + \tfrac12 (\lambda^* - \lambda)`,
-    where :math:`\lambda^*_k = \operatorname{logit}\mu_k +
-    \mathbb{E}_{q_{-k}}[\sum_{i: x_i=1} f(u_i \mid z_k{=}1) - f(u_i \mid
-    z_k{=}0)] - \sum_{i: x_i=0}\theta_{ik}` is the mean-field update
-    (:math:`f(u) = \log(1 - e^{-u})`, the expectation over
-    ``n_mc_samples`` exact samples, z_k summed out exactly). In ``fit`` each
-    minibatch first takes ``n_local_steps`` such steps on its rows' logits
-    (kept from the previous epoch), then one step on the model; ``transform``
-    runs up to ``n_transform_steps`` steps from the prior for new rows, as
-    :class:`~sklearn.decomposition.LatentDirichletAllocation` runs its E-step.
-
-    ``inference="jj"`` is variational EM on the Jaakkola-Jordan lower bound
-    ([3]_, [4]_; LB-CDI in [1]_): by concavity of f, with weights
-    :math:`r_{ik} \ge 0`, :math:`\sum_k r_{ik} = 1` for each active feature,
-    :math:`f(\theta_{i0} + \sum_k \theta_{ik} z_k) \ge \sum_k r_{ik}[z_k
-    f(\theta_{i0} + \theta_{ik}/r_{ik}) + (1 - z_k) f(\theta_{i0})]`, which
-    is linear in z. The E-step alternates the closed-form q update and the
-    optimal r (``n_local_steps`` sweeps per row and iteration in ``fit``, up
-    to ``n_transform_steps`` in ``transform``); the M-step maximizes the
-    bound over theta, the leak (per feature, projected Newton steps on a
-    concave function) and mu (closed form). One ``max_iter`` iteration is one
-    E-step and one M-step on all the rows; the bound never decreases. It has
-    no minibatches, temperature or learning rate, and no ``partial_fit``.
-    Each r update solves a root per cause and active feature, so an
-    iteration costs far more than an epoch of the other methods, even with
-    the rows of the E-step split between threads: on 2,651 news
-    articles of 136 distinct words (K = 50) its 10 iterations took 187 s on
-    two threads against 9 s for a default "acp" fit, with a worse test ELBO
-    (User Guide). It is the paper's baseline, not a method for long
-    documents.
-
-    Training follows [1]_ Algorithm 1: minibatches, Adam, ``n_mc_samples``
-    binary-Concrete (Gumbel-softmax) relaxed samples of z per row with a
-    temperature decayed exponentially from ``temperature`` to
-    ``min_temperature``, and gradients with respect to theta, the leak, mu and
-    the encoder jointly (derived by hand, run in Numba kernels); "svi" uses
-    the same relaxed gradient for theta, the leak and mu.
+    "acp", "avi" and "svi" train as [1]_ Algorithm 1: minibatches, Adam, and
+    ``n_mc_samples`` binary-Concrete (Gumbel-softmax) relaxed samples [2]_ of
+    z per row, with a temperature that decays over the epochs; the gradients
+    are derived by hand and run in Numba kernels. "avi" also trains
+    semi-amortized (one local step per row [6]_ [7]_) with one-sided free
+    bits [5]_. The fixed settings of these procedures are listed in the User
+    Guide, "Advanced settings".
 
     Read more in the :ref:`User Guide <noisy_or>`.
 
@@ -365,312 +336,108 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     n_components : int, default=50
         Number of latent causes K.
     inference : {"acp", "avi", "svi", "jj"}, default="acp"
-        Inference method (see above).
-    init : {"data", "k-means++", "cooccurrence", "random"}, default="data"
+        Inference method (see above). "acp" is the default; "avi" and "svi"
+        are alternatives worth comparing with :meth:`score` on held-out rows;
+        "jj" is slow on long documents.
+    init : {"data", "k-means++", "cooccurrence"}, default="data"
         Initialization of the weights theta. All start from small random
         weights (column sums of order one) and a leak that explains each
-        feature's frequency alone. With "data", each cause also gets weight
+        feature's frequency alone. "data": each cause also gets weight
         min(0.3, 3 / m) on the m active features of a random training row
-        (at most 3 nats of evidence in all), so that causes start sparse and
-        different without starting as detectors of one long document's
-        near-duplicates; "random" has only the small weights. Measured
-        (K = 50, 60 epochs, seed 0): on Reuters headlines "random" reaches a
-        similar test ELBO (-19.66 against -19.55 nats per document) but
-        features that classify far worse (exact match 0.672 against 0.865);
-        on the synthetic recovery data of the test suite 2 of 6 seeds
-        recover every pattern, against 3 of 6 with "data".
-        "k-means++" seeds like "data" but chooses the seed rows by k-means++
-        (Arthur and Vassilvitskii, SODA 2007; scikit-learn's
-        :func:`~sklearn.cluster.kmeans_plusplus`) on the rows scaled to unit
-        norm, among at most 10,000 of them, so that the seeds start on
-        different groups of rows. On Reuters documents it gives a better
-        held-out ELBO (bodies and R8, K = 100 and 150, ACP and AVI, seeds 0
-        and 1: higher in 15 of 16 default fits, by 0.65 nats per document on
-        average) with about the same classification accuracy; on synthetic
-        documents where a few causes are on in most rows it is worse (by 1 to
-        21 nats per document), and on the 8 overlapping patterns of the
-        recovery data above no seed recovers every pattern (ACP and AVI),
-        which is why it is not the default. Compare the two on held-out rows
-        with :meth:`score`, for example in
-        :class:`~sklearn.model_selection.GridSearchCV`; see the user guide,
-        "Initialization and restarts".
-        "cooccurrence" seeds each cause on a feature rather than on a row:
-        cause k starts with weight 0.3 times the lift of every feature i
-        over its seed feature j, max(P(x_i | x_j) - P(x_i), 0) / (1 - P(x_i))
-        (1 on j itself, 0 on a feature independent of j), scaled down to at
-        most 3 nats in all, so it starts on the features that come with j.
-        k-means++ on the features' co-occurrence profiles (randomly
-        projected to 256 dimensions) chooses seed features that come with
-        different groups of features, among those active in at least
-        max(5, 0.002 n) of the n rows read (at most 10,000). It costs about
-        0.15 s for K = 150 on 5,000 Reuters bodies. Measured with default
-        settings otherwise, ACP and AVI, seeds 0 and 1, against "data": on
-        synthetic documents with known causes (K = 50 and 100; flat,
-        Zipf-like and steep priors; 24 fits) the test ELBO is higher in every
-        fit, by 3.4 to 26.8 nats per document, and 7 to 53 more true causes
-        are recovered; on Reuters headlines (K = 50) +0.6 to +1.0 nats per
-        document and +1.2 to +4.9 points of exact match; on binarized MNIST
-        (K = 50) +4.7 to +9.8 nats per image, accuracy -0.9 to +0.7 points;
-        on Reuters bodies and R8 (K = 100 and 150) +1.5 to +3.5 nats per
-        document with ACP and -0.8 to +1.0 with AVI, accuracy -0.9 to +1.0
-        points; on four corpora with a vocabulary built from raw Reuters text
-        (K = 50 and 100, 32 fits) higher in 29 fits (-1.0 to +6.1), but the
-        features classify worse on the smallest: -2.1 to -9.9 points on 817
-        documents of 24 topics, -4.0 to +2.3 on 771 long documents of 4
-        topics (+1.0 and +0.2 points on average on the two larger corpora).
-        A better model of the words is not always a better classifier.
-        On Reuters bodies and R8 fewer causes keep a prior above 0.01 (ACP:
-        72 to 82 of 100 or 150, against 85 to 135): once the frequent causes
-        explain the documents well, the likelihood switches the rare ones
-        off, so at K = 150 a fit can warn that more than half of them are
-        unused. And on few, overlapping patterns (the 8 patterns of 64
-        pixels of the test suite, K = 8, 6 seeds) 1 run of 6 recovers all of
-        them, against 3 with "data". For these reasons it is not the
-        default; see the user guide,
-        "Initialization and restarts" and "Unused causes".
+        (at most 3 nats of evidence in all). "k-means++": as "data", with the
+        seed rows chosen by k-means++ [8]_ on the rows scaled to unit norm
+        (among at most 10,000 rows), so that they start on different groups
+        of rows. "cooccurrence": each cause starts on a seed feature j and
+        the features that come with it, with weight 0.3 times their lift
+        max(P(x_i | x_j) - P(x_i), 0) / (1 - P(x_i)), scaled to at most 3
+        nats in all; the seed features are chosen by k-means++ on the
+        features' co-occurrence profiles. Which start is best depends on the
+        data: compare them on held-out rows with :meth:`score`.
     hidden_layer_sizes : array-like of int, default=(100,)
-        Sizes of the encoder's hidden layers (at least one layer); not used
-        by "svi" and "jj". The first layer and the "acp" head cost O(H) per
-        active feature of a row whatever ``n_components`` is: on long
-        documents with ``n_components`` of 50 or less, ``(n_components,)``
-        makes an "acp" fit 1.1 to 2.5 times faster for about the same test
-        ELBO and features on eight corpora, though not on every corpus (a
-        small one of 771 long documents lost 1.1 points of accuracy on
-        average); see the User Guide, "Small K and the encoder's width".
-        "avi" loses test ELBO with a narrower encoder.
-    activation : {"relu", "tanh"}, default="relu"
-        Activation of the encoder's hidden layers.
+        Sizes of the encoder's hidden layers (at least one); not used by
+        "svi" and "jj". The first layer costs O(H) per active feature: with
+        ``n_components`` of 50 or less, ``(n_components,)`` makes "acp"
+        faster.
     n_mc_samples : int, default=3
         Monte Carlo samples of z per row and step: relaxed samples in
-        training (M in [1]_, who use 10), exact samples of the local steps
-        ("svi", and the refinement of "acp"/"avi"). 3 costs 20% less per
-        epoch than 10 and learns as well per second (see the User Guide).
-    temperature : float, default=0.5
-        Initial temperature tau of the binary Concrete relaxation.
-    min_temperature : float, default=0.2
-        Floor of the temperature. The temperature at epoch t (counted from 0
-        over all calls to ``fit``/``partial_fit`` since the last ``fit``) is
-        ``max(min_temperature, temperature * exp(-temperature_decay * t))``.
-    temperature_decay : float, default=0.05
-        Exponential decay rate of the temperature per epoch.
+        training (M in [1]_, who use 10), exact samples in the local steps
+        ("svi", and the refinement of "acp" and "avi").
     batch_size : int or "auto", default="auto"
         Rows per minibatch (clipped to the number of rows). "auto" is
-        ``min(256, max(32, n_samples // 16))``: 256 on corpora of 4,096 rows
-        or more, and at least 16 minibatches (Adam steps) per epoch on
-        smaller ones, so that the default 10 epochs take at least 160 steps
-        (on 880 documents of 60 words, K = 20: ACP accuracy 0.878 with
-        batches of 256, 0.919 with "auto").
+        ``min(256, max(32, n_samples // 16))``: at least 16 Adam steps per
+        epoch on small data sets. Not used by "jj".
     learning_rate : float, default=3e-2
         Step size of Adam. A ``warm_start`` fit or a later ``partial_fit``
-        call uses the value set now (with the Adam moments of the fit before,
-        so lowering it continues the same run with smaller steps).
+        uses the value set now, with the Adam moments of the fit before. Not
+        used by "jj".
     max_iter : int, default=10
-        Number of epochs (passes over the training data), as the 10 passes
-        of :class:`~sklearn.decomposition.LatentDirichletAllocation`: with the
-        default ``tol=None`` a fixed budget, without a convergence test. The
-        posterior features are as good as LDA's after a few epochs; the ELBO
-        keeps improving for tens of epochs, so raise ``max_iter`` (with
-        ``early_stopping=True``) for a better density model.
-    n_init : int, default=1
-        Number of initializations. The run with the highest final training
-        ELBO (``elbo_``) is kept, as in :class:`~sklearn.mixture.GaussianMixture`.
-        Like every gradient-trained latent variable model, the noisy-OR model
-        has local optima (for example two causes merged into one); restarts
-        are the standard remedy.
+        Number of epochs (EM iterations for "jj"). With the default
+        ``tol=None`` a fixed budget, as the passes of
+        :class:`~sklearn.decomposition.LatentDirichletAllocation`. The
+        features are good after a few epochs; the ELBO keeps improving for
+        tens of epochs, so raise ``max_iter`` (with ``early_stopping=True``)
+        for a better density model.
     tol : float or None, default=None
         Tolerance in nats per row. Training stops when the monitored ELBO
-        (the epoch's training ELBO, or the validation ELBO when
-        early stopping is used) has not improved on its best value by more
-        than ``tol`` for ``n_iter_no_change`` consecutive epochs, and a
-        ``ConvergenceWarning`` is issued if that does not happen within
-        ``max_iter`` epochs. None (the default, as LDA's passes and
-        :class:`~sklearn.linear_model.SGDClassifier` with ``tol=None``): no
-        convergence test, ``max_iter`` epochs are run and ``converged_`` is
-        False, except that with ``early_stopping=True`` training stops when
-        the validation ELBO has not improved on its best for
-        ``n_iter_no_change`` epochs (a tolerance of 0). The training ELBO
-        improves by more than 1e-3 nats per row per epoch for tens of epochs
-        on the corpora of the user guide, so a float ``tol`` with the default
-        10 epochs only adds the warning.
+        (training, or validation with ``early_stopping``) has not improved
+        on its best by more than ``tol`` for ``n_iter_no_change``
+        consecutive epochs; a ``ConvergenceWarning`` is issued if that does
+        not happen within ``max_iter`` epochs. None: no convergence test
+        (``converged_`` is False), except that early stopping then uses a
+        tolerance of 0.
     n_iter_no_change : int, default=10
-        Number of epochs without improvement before stopping (not used with
+        Epochs without improvement before stopping (not used with
         ``tol=None`` without early stopping).
+    n_init : int, default=1
+        Number of initializations; the run with the highest final training
+        ELBO (``elbo_``) is kept, as in
+        :class:`~sklearn.mixture.GaussianMixture`. Restarts are the remedy
+        for local optima such as two causes merged into one.
     warm_start : bool, default=False
         If True, :meth:`fit` continues from the fitted model (parameters,
         optimizer state, temperature schedule) instead of initializing;
-        ``n_init`` is then ignored. With "acp" and "avi", 2 epochs and a warm
-        fit of 2 more are the 4 epochs of one fit, to the last digit. "svi"
-        and "jj" keep the training rows' local variational parameters only
-        during a fit (kept in the model, they would make it grow with the
-        training set), so a warm fit starts them again from the prior and
-        its epochs differ slightly from those of one longer fit.
+        ``n_init`` is then ignored. With "acp" and "avi", 2 epochs then a
+        warm fit of 2 more give the numbers of one fit of 4 epochs. "svi"
+        and "jj" start the training rows' posteriors again from the prior.
     early_stopping : bool, default=False
-        Hold out ``validation_fraction`` of the rows, monitor their true ELBO
-        (``n_elbo_samples`` discrete samples) after every epoch, stop when it
-        has not improved by ``tol`` (0 with ``tol=None``) for
-        ``n_iter_no_change`` epochs, and keep
-        the parameters of the best epoch. Measured on Reuters headlines (5048
-        documents, 60 epochs, seed 0) it raises the held-out ELBO by 0.08
-        nats per document at K = 50 and 0.23 at K = 150, where the model
-        overfits more. Off by default, so that ``fit`` learns from all the
-        rows within the default budget of 10 epochs (the validation ELBO of
-        every epoch costs about half an epoch); use it with a larger
-        ``max_iter``.
+        Hold out ``validation_fraction`` of the rows, monitor their ELBO
+        after every epoch, stop when it has not improved by ``tol`` (0 with
+        ``tol=None``) for ``n_iter_no_change`` epochs, and keep the
+        parameters of the best epoch. Each epoch then also scores the
+        held-out rows; use it with a larger ``max_iter``.
     validation_fraction : float, default=0.1
         Fraction of rows held out when early stopping is used.
     binarize : float or None, default=0.0
         Values of X strictly greater than ``binarize`` count as 1, the others
         as 0 (as in :class:`~sklearn.naive_bayes.BernoulliNB`), so counts or
-        tf-idf weights become presence/absence. With ``None``, X must contain
+        tf-idf weights become presence/absence. With None, X must contain
         only 0 and 1. Negative values are always an error.
-    n_local_steps : int, default=5
-        "svi": natural-gradient steps on the logits of a minibatch's rows
-        each time ``fit`` visits them (from where the previous visit left
-        them; from the prior on the first visit and in ``partial_fit``, which
-        then takes ``n_transform_steps``). "jj": E-step sweeps per row and EM
-        iteration. Not used by the amortized methods.
-    n_transform_steps : int, default=50
-        "svi" and "jj": maximal number of local steps (E-step sweeps) on a
-        new row in :meth:`transform`, :meth:`score` and :meth:`score_samples`
-        (a row stops when no logit moves by more than 1e-4, or for "jj" when
-        the bound gains less than 1e-10 relative); "svi" uses
-        ``n_mc_samples`` common random numbers fixed at fit time. "jj"
-        starts a new row where the "svi" steps end (with the Jensen weights
-        optimal for that q), then runs the E-step sweeps, which never lower
-        its bound. The result is deterministic and does not depend on the
-        other rows.
-    n_refine_steps : int, default=5
-        "acp" and "avi": local mean-field steps (those of "svi", with
-        ``n_mc_samples`` common random numbers fixed at fit time) that
-        :meth:`transform`, :meth:`score` and :meth:`score_samples` take from
-        the encoder's logits of every row (semi-amortized inference); a row
-        keeps them only if they raise its ELBO (estimated with
-        ``n_elbo_samples`` common samples independent of those of
-        :meth:`score_samples`). 0 gives the encoder's output alone. Measured
-        on Reuters bodies and R8 (see the User Guide) they raise the test
-        ELBO by 2 to 7 nats per document, most for "avi". Not used by "svi"
-        and "jj"; in training see ``n_fit_refine_steps``.
-    n_fit_refine_steps : int or "auto", default="auto"
-        "acp" and "avi": local mean-field steps (those of "svi", with fresh
-        Monte Carlo samples) that ``fit`` takes from the encoder's logits of
-        every minibatch row (semi-amortized training [6]_ [7]_). The weights
-        theta, the leak and the priors then take the gradient of the
-        relaxed ELBO at the refined logits, the encoder the gradient at its
-        own logits (and with "acp" theta and the priors also their share
-        through the encoder), so that the model is fitted to better
-        posteriors than the encoder alone gives and does not co-adapt to
-        the encoder's limits. 0 is plain amortized training; "auto" is 1
-        for "avi" and 0 for "acp"; "svi" and "jj" ignore it; a negative
-        value raises a ``ValueError``. Each step costs about one pass of the
-        gradient kernel. Measured with 1 step (User Guide, "Semi-amortized
-        training"; seeds 0 and 1): with "avi" on Reuters bodies and R8 at
-        K = 100 and 150, 86% to 96% of the causes end above a prior of 0.01
-        (75% to 89% with 0), 7 to 22 more on in at least 10 training
-        documents, test ELBO 0.5 to 1.3 nats per document lower, accuracy
-        -1.0 to +0.8 points; on seven other data sets (28 fits) the test
-        ELBO rises in 24 (mean +1.1 nats) and the accuracy in 19 (mean +0.8
-        points); fits take 1.2 to 2.5 times as long (median 1.7). With
-        "avi" it is the default together with ``free_bits=0.02``, which
-        takes the share of causes in use to 92% to 100% (User Guide,
-        "Unused causes"). With "acp" the counts rise (100% at K = 100 and
-        150) but the test ELBO falls by 0.6 to 1.4 nats, and ACP keeps 94%
-        to 100% without it.
-    transform_output : {"logit", "probability"}, default="logit"
+    prior_smoothing : float, default=0.003
+        Additive smoothing :math:`a` of the causes' priors, in
+        pseudo-documents per document: ``fit`` maximizes the ELBO plus
+        :math:`a \sum_k \log \mu_k` per row (the MAP estimate under a
+        :math:`\mathrm{Beta}(1 + a N, 1)` prior for N rows), so the optimum
+        of a prior is :math:`(\bar q_k + a) / (1 + a) \ge a / (1 + a)`. It
+        keeps rare causes from being switched off. 0 is maximum likelihood.
+        ``elbo_``, :meth:`score` and the validation ELBO are the ELBO alone.
+    n_elbo_samples : int, default=100
+        Exact samples of q per row used to estimate the ELBO in
+        :meth:`score`, :meth:`score_samples`, :meth:`elbo`, ``elbo_`` and the
+        validation ELBO (100 in [1]_).
+    posterior : {"logit", "probability"}, default="logit"
         What :meth:`transform` returns: the posterior logits
         :math:`\operatorname{logit} q(z_k = 1 \mid x)` or the probabilities
-        :math:`q(z_k = 1 \mid x)`. On documents longer than a headline the
-        posterior is confident (logits of -10 to -40), and the probabilities
-        are 0 or 1 to double precision: a linear classifier on the logits is
-        4 to 5 points more accurate (see the User Guide). The logits are
-        computed directly, never as ``logit(expit(.))``.
-    split_moves : bool, default=False
-        "acp" only: after each of the first 80% of the ``max_iter`` epochs,
-        try to split the most used causes in two, each into the slot of the
-        least used cause, and keep a split only if it raises the true ELBO of
-        a subsample of the training rows (a split-merge step with an
-        accept/reject rule; Ueda et al., 2000; Hughes, Kim and Sudderth,
-        2015). It separates causes that merged two groups of documents with
-        different words, a local optimum that gradient steps do not leave.
-        Measured (User Guide, "Split moves"; seeds 0 and 1): on synthetic
-        documents whose 50 or 100 causes are equally frequent it recovers 6
-        to 14 more true causes and raises the test ELBO by 2.4 to 12.5 nats
-        per document; with Zipf-distributed cause frequencies it lowers the
-        test ELBO by 2.4 to 4.7; on Reuters bodies and R8 (K = 100, 150) the
-        test ELBO changes by -0.07 to +0.23 and the features' accuracy by
-        -0.007 to +0.002; fit times change by -12% to +32% (median +7%).
-        Off by default; compare both on held-out data (``score`` is the
-        ELBO), for example with :class:`~sklearn.model_selection.GridSearchCV`.
-    prior_smoothing : float, default=0.003
-        Additive smoothing of the causes' priors :math:`\mu_k`, in
-        pseudo-documents per document: ``fit`` maximizes the ELBO plus
-        ``prior_smoothing`` :math:`\times \sum_k \log \mu_k` per document,
-        the MAP estimate of the priors under a
-        :math:`\mathrm{Beta}(1 + a N, 1)` prior with :math:`a` =
-        ``prior_smoothing`` and :math:`N` documents. Each cause is counted as
-        on in an extra :math:`a N` documents, so its prior's optimum is
-        :math:`(\bar q_k + a) / (1 + a)`, at least :math:`a / (1 + a)`
-        ("jj" sets the prior to that optimum in closed form at every M-step;
-        the gradient methods move towards it). A negative value raises a
-        ``ValueError``. ``elbo_``, :meth:`score` and the
-        validation ELBO of ``early_stopping`` are the ELBO alone. 0 is
-        maximum likelihood, whose priors of rare causes fall below 0.01 on
-        large corpora at K = 100 or more (User Guide, "Unused causes").
-        Measured (User Guide, "Smoothing the priors"; Reuters bodies and R8,
-        K = 100 and 150, seeds 0 and 1, 8 fits a method): with the default
-        0.003, ACP keeps 94 to 100% of the causes above a prior of 0.01
-        (with 0.0: 82 to 97%) and AVI 75 to 89% (53 to 72%), for a test ELBO
-        0.35 nats per document lower at most (mean 0.1); the features'
-        accuracy changes by -0.6 to +0.7 points. A cause must still be on in
-        about 0.7% of the documents to pass 0.01, so the count stays a
-        measure of use. It costs more where every cause is real (synthetic
-        documents: up to 2.5 nats per document with ACP at K = 100); set
-        0.0 for the maximum-likelihood fit and compare with :meth:`score`.
-        Values near 0.01 put the floor :math:`a / (1 + a)` at 0.01 itself,
-        so every cause passes that threshold whether used or not. With
-        "avi", 0.007 takes the prior count to 98-100% but the causes on
-        (q > 1/2) in at least 10 training documents by only 1 to 5 (User
-        Guide, "Smoothing the priors": it raises the priors, not the use).
-    free_bits : float or "auto", default="auto"
-        Free bits (a one-sided form of [5]_), in nats per document and
-        cause, for "acp" and "avi" ("svi" and "jj" ignore it). In ``fit``,
-        for a cause whose
-        :math:`\mathrm{KL}(\mathrm{Bern}(q_k) \| \mathrm{Bern}(\mu_k))`,
-        averaged over the rows of a minibatch, is below ``free_bits``, the
-        posterior logits (the encoder, and for "acp" theta through them) get
-        no gradient from the part of that KL term that pulls a logit down
-        towards the prior's: switching the cause on costs no KL, while the
-        pull up towards the prior stays. The prior :math:`\mu_k` keeps its
-        gradient, so it still follows the posteriors. This counters the
-        amortized model's tendency to leave causes unused (User Guide,
-        "Free bits"). 0 trains on the ELBO itself; "auto" is 0.02 for "avi"
-        and 0 for "acp"; ``elbo_``, :meth:`score` and the validation ELBO of
-        ``early_stopping`` are always the ELBO. Measured with "avi" and
-        plain amortized training (``n_fit_refine_steps=0``; Reuters bodies
-        and R8, K = 100 and 150, seeds 0 and 1): 0.02 keeps 94% to 99% of
-        the causes above a prior of 0.01 (75% to 89% with 0) and puts 5 to
-        14 more to work, for a test ELBO 0.11 to 0.85 nats per document
-        lower and the features' accuracy -0.7 to +0.4 points; on seven
-        other data sets it lowers the accuracy in 15 of 28 fits (mean -0.3
-        points). Together with 1 semi-amortized step (the "avi" default)
-        it keeps 92% to 100% of the causes in use on the bodies and R8 at
-        K = 50 to 150 (seeds 0-2); on the seven other data sets, against
-        plain amortized training, the accuracy rises in 16 of 28 fits (mean
-        +0.4 points, -3.7 to +5.6) and the test ELBO in 20 (mean +1.1 nats;
-        User Guide, "Unused causes"). A negative value raises a
-        ``ValueError``.
-    n_elbo_samples : int, default=100
-        Exact discrete samples of q per row used to estimate the ELBO: by
-        :meth:`score`, :meth:`score_samples`, :meth:`elbo`, ``elbo_`` and the
-        validation ELBO of ``early_stopping`` (100 in [1]_). Called
-        ``n_score_samples`` before version 0.2.
+        :math:`q(z_k = 1 \mid x)`. On long documents the posterior is
+        confident and the probabilities are 0 or 1 to double precision, so
+        the logits are the better input for a linear classifier.
     random_state : int, RandomState instance or None, default=None
         Controls the initialization, the minibatch order, the Monte Carlo
         noise and the common random numbers of :meth:`score_samples`. Pass an
         int for reproducible results. See :term:`Glossary <random_state>`.
     verbose : int, default=0
         If positive, print the training ELBO (and the validation ELBO with
-        early stopping) and the elapsed time after every epoch, in the format
-        shared by the package's estimators.
+        early stopping) and the elapsed time after every epoch, then the
+        number of causes in use.
 
     Attributes
     ----------
@@ -682,29 +449,23 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     prior_ : ndarray of shape (n_components,)
         Prior probabilities mu_k of the causes.
     n_active_components_ : int
-        Number of causes in use: with a prior above 0.01, the count that
-        :class:`~skbinvi.UnusedLatentWarning` reports when fewer than half
-        are in use (User Guide, "Unused causes"). The warning about *empty*
-        causes counts those above its own floor (a prior of 0.001, or 1 /
-        n_samples between 100 and 1,000 rows, or 0.01 below 100 rows, so
-        that it never counts fewer than this) and names this count beside
-        it. Updated by :meth:`partial_fit` too.
+        Number of causes in use: those with a prior above 0.01. The others
+        were switched off by the fit (the data do not need them); lower
+        ``n_components`` to that number for a smaller model. Updated by
+        :meth:`partial_fit` too.
     elbo_ : float
-        True ELBO of the training rows at the end of :meth:`fit`, nats per
-        row: equal to ``score`` (and :meth:`elbo`) of the rows trained on
-        (without the validation rows when early stopping is used; for the
-        kept run when ``n_init > 1``; not updated by :meth:`partial_fit`).
+        ELBO of the training rows at the end of :meth:`fit`, nats per row:
+        ``score`` of the rows trained on (without the validation rows; for
+        the kept run when ``n_init > 1``; not updated by
+        :meth:`partial_fit`).
     elbo_history_ : ndarray of shape (`n_iter_`,)
-        Mean true ELBO per training row in nats for every epoch, estimated
-        along the way with one exact discrete sample of q per row and step
-        (an unbiased estimate of the objective that :meth:`score` reports,
-        with the parameters moving during the epoch). For "jj", the mean
-        Jaakkola-Jordan bound per row after every EM iteration, which EM
-        maximizes (non-decreasing, below the true ELBO).
+        Mean ELBO per training row in nats for every epoch, estimated along
+        the way with one exact sample of q per row and step. For "jj", the
+        mean Jaakkola-Jordan bound per row after every EM iteration
+        (non-decreasing, below the ELBO).
     validation_scores_ : ndarray of shape (`n_iter_`,) or None
         Validation ELBO (nats per row) after every epoch when early stopping
-        was used, else None; NaN for epochs without one (``partial_fit``
-        calls, and a ``warm_start`` history from before early stopping).
+        was used, else None; NaN for epochs without one.
     best_validation_score_ : float or None
         Best value of ``validation_scores_``, else None.
     n_iter_ : int
@@ -712,7 +473,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     converged_ : bool
         Whether the stopping rule (``tol``, ``n_iter_no_change``) was met
         before ``max_iter`` epochs; always False with ``tol=None`` and no
-        early stopping (a fixed budget).
+        early stopping.
     encoder_coefs_ : list of ndarray
         Encoder weights: the hidden layers, shape (fan_in, fan_out) each, then
         the output layer, shape (hidden_layer_sizes[-1], n_components) for
@@ -720,7 +481,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         transposed so that the rows of active features are contiguous).
     encoder_intercepts_ : list of ndarray
         Encoder intercepts, one per layer (the "acp" output layer has one per
-        feature). Both lists are empty for "svi", which has no encoder.
+        feature). Both lists are empty for "svi" and "jj".
     n_features_in_ : int
         Number of features seen during :term:`fit`.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -735,33 +496,24 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
     Notes
     -----
-    **Cost.** With the identity :math:`\sum_{i: x_i=0} \theta_{ik} =
-    \sum_i \theta_{ik} - \sum_{i: x_i=1} \theta_{ik}`, the ELBO of a row and
-    its gradient cost O(nnz(x) K M), not O(n_features K). The ACP encoder
-    evaluates psi only at the active features, and a minibatch updates only
-    the parameter rows of the features active in it (theta, the leak, the
-    encoder's per-feature layers; lazy Adam). The gradient part that every
-    feature's theta and leak receive is given to the other rows, summed
-    exactly, every few minibatches and at the end of every epoch, so an epoch
-    costs O(nnz K M) plus O(n_features K) (see the User Guide).
+    **Cost.** With :math:`\sum_{i: x_i=0} \theta_{ik} = \sum_i \theta_{ik}
+    - \sum_{i: x_i=1} \theta_{ik}`, the ELBO of a row and its gradient cost
+    O(nnz(x) K M), not O(n_features K); a minibatch updates only the
+    parameter rows of its active features, so an epoch costs O(nnz K M)
+    plus O(n_features K).
 
-    **Threads.** Large passes (the gradient kernels, the true ELBO and the
-    local steps, the encoder, the Adam sweeps) are split between threads,
-    as many as the environment variable ``NUMBA_NUM_THREADS`` (by default
-    the number of CPUs; joblib's worker processes lower it). The results
-    are the same to the last bit with any number of threads, and a process
-    that fitted a model can still ``fork``.
+    **Threads.** Large passes run on as many threads as
+    ``NUMBA_NUM_THREADS``. The results are the same to the last bit with any
+    number of threads, and a process that fitted a model can still ``fork``.
 
-    **Units.** :meth:`score_samples` returns the ELBO of each row in nats;
-    :meth:`score` its mean (nats per row). Both use ``n_elbo_samples`` exact
-    samples of q with common random numbers fixed at fit time, so they are
-    deterministic and the value of a row does not depend on the other rows.
+    **Units.** :meth:`score_samples` returns the ELBO of each row in nats,
+    :meth:`score` its mean; both use ``n_elbo_samples`` exact samples of q
+    with common random numbers fixed at fit time (deterministic).
 
     **Parametrization.** theta = softplus(a), theta_0 = softplus(b) and
-    mu = sigmoid(c); Adam works on a, b, c and the encoder weights.
-
-    **Printed-equation errors.** Eq. 4 of the supplement of [1]_ drops an
-    exp inside the bracket; the posterior (Eq. 5), used here, is right.
+    mu = sigmoid(c); Adam works on a, b, c and the encoder weights. (Eq. 4
+    of the supplement of [1]_ drops an exp inside the bracket; the
+    posterior, Eq. 5, used here, is right.)
 
     References
     ----------
@@ -782,6 +534,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
        AISTATS 2018, PMLR 84:143-151.
     .. [7] Y. Kim, S. Wiseman, A. C. Miller, D. Sontag, A. M. Rush,
        "Semi-Amortized Variational Autoencoders", ICML 2018.
+    .. [8] D. Arthur, S. Vassilvitskii, "k-means++: the advantages of careful
+       seeding", SODA 2007.
 
     Examples
     --------
@@ -792,7 +546,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     >>> logits = model.fit_transform(X)  # posterior logits of the 4 causes
     >>> logits.shape
     (300, 4)
-    >>> Q = model.set_params(transform_output="probability").transform(X)
+    >>> Q = model.set_params(posterior="probability").transform(X)
     >>> bool(((Q >= 0) & (Q <= 1)).all())
     True
     """
@@ -809,27 +563,16 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         **FIT_LOOP_CONSTRAINTS,
         "n_components": [IntInterval(1, None, closed="left")],
         "inference": [StrOptions({"acp", "avi", "svi", "jj"})],
-        "init": [StrOptions({"data", "k-means++", "cooccurrence", "random"})],
+        "init": [StrOptions({"data", "k-means++", "cooccurrence"})],
         "hidden_layer_sizes": ["array-like", IntInterval(1, None, closed="left")],
-        "activation": [StrOptions({"relu", "tanh"})],
         "n_mc_samples": [IntInterval(1, None, closed="left")],
-        "temperature": [Interval(Real, 0, None, closed="neither")],
-        "min_temperature": [Interval(Real, 0, None, closed="neither")],
-        "temperature_decay": [Interval(Real, 0, None, closed="left")],
         "batch_size": [IntInterval(1, None, closed="left"),
                        StrOptions({"auto"})],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "binarize": [None, Interval(Real, 0, None, closed="left")],
-        "n_local_steps": [IntInterval(1, None, closed="left")],
-        "n_transform_steps": [IntInterval(1, None, closed="left")],
-        "n_refine_steps": [IntInterval(0, None, closed="left")],
-        "n_fit_refine_steps": [IntInterval(0, None, closed="left"),
-                               StrOptions({"auto"})],
-        "transform_output": [StrOptions({"logit", "probability"})],
-        "split_moves": ["boolean"],
         "prior_smoothing": [Interval(Real, 0, None, closed="left")],
-        "free_bits": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "n_elbo_samples": [IntInterval(1, None, closed="left")],
+        "posterior": [StrOptions({"logit", "probability"})],
     }
 
     def __init__(
@@ -839,11 +582,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         inference="acp",
         init="data",
         hidden_layer_sizes=(100,),
-        activation="relu",
         n_mc_samples=3,
-        temperature=0.5,
-        min_temperature=0.2,
-        temperature_decay=0.05,
         batch_size="auto",
         learning_rate=3e-2,
         max_iter=10,
@@ -854,15 +593,9 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         early_stopping=False,
         validation_fraction=0.1,
         binarize=0.0,
-        n_local_steps=5,
-        n_transform_steps=50,
-        n_refine_steps=5,
-        n_fit_refine_steps="auto",
-        transform_output="logit",
-        split_moves=False,
         prior_smoothing=0.003,
-        free_bits="auto",
         n_elbo_samples=100,
+        posterior="logit",
         random_state=None,
         verbose=0,
     ):
@@ -870,11 +603,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         self.inference = inference
         self.init = init
         self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
         self.n_mc_samples = n_mc_samples
-        self.temperature = temperature
-        self.min_temperature = min_temperature
-        self.temperature_decay = temperature_decay
         self.batch_size = batch_size
         self.learning_rate = learning_rate
         self.max_iter = max_iter
@@ -885,15 +614,9 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.binarize = binarize
-        self.n_local_steps = n_local_steps
-        self.n_transform_steps = n_transform_steps
-        self.n_refine_steps = n_refine_steps
-        self.n_fit_refine_steps = n_fit_refine_steps
-        self.transform_output = transform_output
-        self.split_moves = split_moves
         self.prior_smoothing = prior_smoothing
-        self.free_bits = free_bits
         self.n_elbo_samples = n_elbo_samples
+        self.posterior = posterior
         self.random_state = random_state
         self.verbose = verbose
 
@@ -1039,7 +762,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             _encoder.normalize_rows(X, indptr),
             self.encoder_coefs_[:n_hidden],
             self.encoder_intercepts_[:n_hidden],
-            self.activation,
+            _ACTIVATION,
         )
         if self.inference == "avi":
             logits = hidden[-1] @ self.encoder_coefs_[-1] + self.encoder_intercepts_[-1]
@@ -1072,22 +795,19 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         return (indptr, features, local, self._theta[features], self._leak[features],
                 head)
 
-    def _amortized_option(self, value, auto):
-        """An option of the amortized methods' training: ``auto[inference]``
-        when ``value`` is "auto", 0 for "svi" and "jj" (which ignore it)."""
+    def _fit_refine_steps(self):
+        """Local steps per minibatch row in training (``_FIT_REFINE_STEPS``:
+        1 for "avi", 0 for "acp"); 0 for "svi" and "jj", which have no encoder."""
         if self.inference not in ("acp", "avi"):
             return 0
-        return auto[self.inference] if value == "auto" else value
-
-    def _fit_refine_steps(self):
-        """Local steps per minibatch in training: ``n_fit_refine_steps``
-        ("auto": 1 for "avi", 0 for "acp"; 0 for "svi" and "jj")."""
-        return self._amortized_option(self.n_fit_refine_steps, _AUTO_FIT_REFINE_STEPS)
+        return _FIT_REFINE_STEPS[self.inference]
 
     def _free_bits(self):
-        """Free bits in nats: ``free_bits`` ("auto": 0.02 for "avi", 0 for
-        "acp"; 0 for "svi" and "jj")."""
-        return float(self._amortized_option(self.free_bits, _AUTO_FREE_BITS))
+        """Free bits in nats (``_FREE_BITS``: 0.02 for "avi", 0 for "acp"); 0
+        for "svi" and "jj"."""
+        if self.inference not in ("acp", "avi"):
+            return 0.0
+        return float(_FREE_BITS[self.inference])
 
     def _batch_gradients(self, X, uniforms, temperature, logit_q=None,
                          refine_uniforms=None):
@@ -1143,6 +863,11 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         model_logit_q = logit_q
         if self.inference != "svi":
             logit_q, (hidden, pre, psi) = self._encode(X, indptr, local, theta, head)
+            if not np.isfinite(logit_q).all():
+                # the last steps broke the encoder (or the ACP weights): stop
+                # here, before NaN reaches the gradients and the free-bits KL
+                self._raise_diverged("encoder's posterior logits became non-finite",
+                                     self._epoch + 1)
             model_logit_q = logit_q
             n_steps = self._fit_refine_steps() if refine_uniforms is not None else 0
             if n_steps > 0:
@@ -1213,7 +938,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             shape=(X.shape[0], n_active),
         )
         g_coefs, g_intercepts = _encoder.backward(
-            X_local, hidden, self.encoder_coefs_[:n_hidden], g_hidden, self.activation
+            X_local, hidden, self.encoder_coefs_[:n_hidden], g_hidden, _ACTIVATION
         )
         return [*g_coefs, g_coef_out, *g_intercepts, g_intercept_out]
 
@@ -1247,8 +972,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         return min(self.batch_size, n_samples)
 
     def _temperature(self):
-        tau = self.temperature * np.exp(-self.temperature_decay * self._epoch)
-        return max(self.min_temperature, tau)
+        tau = _TEMPERATURE * np.exp(-_TEMPERATURE_DECAY * self._epoch)
+        return max(_MIN_TEMPERATURE, tau)
 
     def _run_epoch(self, X, rng):
         """One pass over X in shuffled minibatches; returns the mean true ELBO.
@@ -1326,8 +1051,6 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             row_elbo[rows] = elbo_discrete
         self._epoch += 1
         self._revive_unused_causes(X, row_elbo, rng)
-        if self.split_moves:
-            self._split_causes(X, rng)
         return float(row_elbo.mean())
 
     def _revive_unused_causes(self, X, row_elbo, rng):
@@ -1370,161 +1093,10 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                 m[2 + 2 * n_layers][dead] = 0.0
         self._sync_constrained()
 
-    def _split_causes(self, X, rng):
-        """Split moves ("acp"): free the least used causes to split popular ones.
-
-        A cause k that explains two groups of documents with different words
-        (two true causes merged into one: a local optimum that gradient steps
-        do not leave) is split in two. Its documents (q_k > 1/2 in a subsample
-        of ``_SPLIT_ROWS`` training rows) are clustered in two by 2-means
-        (:class:`~sklearn.cluster.KMeans`) on its ``_SPLIT_TOP_WORDS``
-        heaviest words; the weight theta_dk of each word is shared between k
-        and a freed cause j as theta_dk f_c(d) / max_c' f_c'(d), with f_c(d)
-        the word's frequency in cluster c, and the prior mu_k in proportion to
-        the cluster sizes. The freed cause j is the least used one (lowest
-        mean q), so a move discards it.
-
-        A move is kept only if it raises the true ELBO of the subsample
-        (Monte Carlo with ``_SPLIT_SAMPLES`` common random numbers) by more
-        than ``_SPLIT_MARGIN`` nats per row, computed with the posterior the
-        model itself gives after the move: ACP's logits are linear in the
-        weights, sum_d (psi_d + 1) theta_dk over the active features, minus
-        the column sum, plus logit mu_k, with the encoder's psi unchanged. It
-        is scored on the rows where k or j is on with probability above
-        sigmoid(-3) before or after the move (at most ``_SPLIT_EVAL_ROWS`` of
-        them, scaled up). This is a split-merge step with an accept/reject
-        rule on the objective (Ueda et al., Neural Computation 12, 2000, for
-        mixtures; Hughes, Kim and Sudderth, AISTATS 2015, for variational
-        inference). Up to max(1, K // _SPLIT_SHARE) moves, among as many
-        candidate parents (the most used causes), after each of the first
-        ``_SPLIT_UNTIL`` of ``max_iter`` epochs and after the re-seeding of
-        unused causes; the Adam moments of the moved causes restart at 0.
-        The candidates are ranked with one set of common random numbers and
-        each accepted move is checked with a second, independent one. Only
-        with ``split_moves=True`` and "acp": with AVI the encoder, not the
-        weights, gives the posterior, and the split moves tried for it
-        (output columns moved apart along the clusters' mean hidden
-        activations) lowered the test ELBO.
-        Cost per epoch O(_SPLIT_ROWS nnz_per_row (K + H) + K / _SPLIT_SHARE
-        _SPLIT_EVAL_ROWS _SPLIT_SAMPLES (nnz_per_row + K)), H the last hidden
-        layer.
-        """
-        # (fit and partial_fit reject split_moves=True without "acp")
-        if self.n_components < 2 or self._epoch > _SPLIT_UNTIL * self.max_iter:
-            return
-        n_samples = X.shape[0]
-        K = self.n_components
-        n_sub = min(n_samples, _SPLIT_ROWS)
-        sub = np.sort(rng.choice(n_samples, size=n_sub, replace=False))
-        Xs = X[sub]
-        indptr, indices = _csr_arrays(Xs)
-        logit_q, (_, _, psi) = self._encode(Xs, indptr, indices, self._theta)
-        weighted = sp.csr_matrix((psi + 1.0, Xs.indices, Xs.indptr), shape=Xs.shape)
-        theta, colsum = self._theta.copy(), self._colsum.copy()
-        logit_prior = self._logit_prior.copy()
-        # two independent sets of common random numbers: the candidates are
-        # ranked with the first, and the best one is checked with the second,
-        # so that the largest of several noisy gains is not taken at face value
-        draws = self._safeguard_uniforms
-        if draws.shape[0] < 2 * _SPLIT_SAMPLES:
-            draws = np.random.RandomState(0).random_sample((2 * _SPLIT_SAMPLES, K))
-        rank_uniforms = draws[:_SPLIT_SAMPLES]
-        check_uniforms = draws[_SPLIT_SAMPLES: 2 * _SPLIT_SAMPLES]
-
-        def elbo(rows, theta, colsum, logit_prior, logit_q, uniforms):
-            out = np.empty(rows.size)
-            _kernels.discrete_elbo_rows(*_csr_arrays(Xs[rows]), theta, self._leak,
-                                        colsum, self._leak_sum[0], logit_q,
-                                        logit_prior, uniforms, out)
-            return out
-
-        all_rows = np.arange(n_sub)
-        row_elbo = elbo(all_rows, theta, colsum, logit_prior, logit_q, rank_uniforms)
-        n_moves = max(1, K // _SPLIT_SHARE)
-        order = np.argsort(expit(logit_q).mean(axis=0), kind="stable")
-        victims = list(order[:n_moves])
-        parents = [k for k in order[::-1] if k not in victims][:n_moves]
-
-        def propose(k):
-            on = np.flatnonzero(logit_q[:, k] > 0)
-            if on.size > _SPLIT_EVAL_ROWS:
-                on = np.sort(rng.choice(on, _SPLIT_EVAL_ROWS, replace=False))
-            if on.size < 10:
-                return None
-            Xon = Xs[on]
-            words = np.argsort(-theta[:, k])[:_SPLIT_TOP_WORDS]
-            with warnings.catch_warnings():
-                # fewer distinct rows than clusters: caught by the size check
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                labels = KMeans(2, n_init=1, random_state=rng.randint(2**31 - 1)
-                                ).fit_predict(Xon[:, words].toarray())
-            sizes = np.bincount(labels, minlength=2)
-            if sizes.min() < 3:
-                return None
-            freq = np.vstack([np.asarray(Xon[labels == c].mean(axis=0)).ravel()
-                              for c in (0, 1)])
-            share = freq / np.maximum(freq.max(axis=0), 1e-300)
-            new_theta = theta[:, k, None] * share.T + _SPLIT_FLOOR
-            return new_theta, logit(expit(logit_prior[k]) * sizes / sizes.sum())
-
-        def score(j, k, move, uniforms):
-            new_theta, new_logit_prior = move
-            cols = [k, j]
-            # the two causes' logits after the move, on every row
-            moved = weighted @ new_theta - new_theta.sum(axis=0) + new_logit_prior
-            # rows where either cause is on with probability above sigmoid(-3)
-            # before or after the move: on the others the ELBO barely changes
-            rows = np.flatnonzero((logit_q[:, cols] > -3.0).any(axis=1)
-                                  | (moved > -3.0).any(axis=1))
-            scale = 1.0
-            if rows.size > _SPLIT_EVAL_ROWS:
-                scale = rows.size / _SPLIT_EVAL_ROWS
-                rows = np.sort(rng.choice(rows, _SPLIT_EVAL_ROWS, replace=False))
-            theta1, colsum1 = theta.copy(), colsum.copy()
-            theta1[:, cols] = new_theta
-            colsum1[cols] = new_theta.sum(axis=0)
-            logit_prior1 = logit_prior.copy()
-            logit_prior1[cols] = new_logit_prior
-            logit_q1 = logit_q[rows]
-            logit_q1[:, cols] = moved[rows]
-            after = elbo(rows, theta1, colsum1, logit_prior1, logit_q1, uniforms)
-            gain = scale * (after.sum() - row_elbo[rows].sum()) / n_sub
-            return gain, rows, after, theta1, colsum1, logit_prior1, logit_q1
-
-        proposals = []
-        for k in parents:
-            move = propose(k)
-            if move is not None:
-                gain = score(victims[0], k, move, rank_uniforms)[0]
-                proposals.append((gain, k, move))
-        proposals.sort(key=lambda p: -p[0])
-        moved = []
-        row_elbo = elbo(all_rows, theta, colsum, logit_prior, logit_q, check_uniforms)
-        for gain, k, move in proposals:
-            if gain <= _SPLIT_MARGIN or not victims:
-                break
-            j = victims[0]
-            gain, rows, after, *state = score(j, k, move, check_uniforms)
-            if gain <= _SPLIT_MARGIN:
-                continue
-            victims.pop(0)
-            moved += [k, j]
-            theta, colsum, logit_prior, logit_q[rows] = state
-            row_elbo[rows] = after
-        if not moved:
-            return
-        self._theta_raw[:, moved] = _softplus_inverse(theta[:, moved])
-        self._logit_prior[moved] = logit_prior[moved]
-        opt = self._optimizer
-        for m in (opt.m, opt.v):
-            m[0][:, moved] = 0.0
-            m[2][moved] = 0.0
-        self._sync_constrained()
-
     def _em_iteration(self, X):
         """"jj": one E-step and one M-step on all of X; returns the bound per row.
 
-        E-step: ``n_local_steps`` coordinate-ascent sweeps per row on q and
+        E-step: ``_N_LOCAL_STEPS`` coordinate-ascent sweeps per row on q and
         the Jensen weights r, from their values of the previous iteration
         (``_local_logits``, ``_jj_weights``). M-step: theta, the leak and mu
         maximize the summed bound (see :mod:`skbinvi.noisy_or._jaakkola_jordan`). Both
@@ -1537,7 +1109,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         out = np.empty(X.shape[0])
         _jaakkola_jordan.jj_e_step(indptr, indices, self._theta, self._leak,
                       self._colsum, self._leak_sum[0], self._local_logits,
-                      self._logit_prior, self._jj_weights, self.n_local_steps, 0.0,
+                      self._logit_prior, self._jj_weights, _N_LOCAL_STEPS, 0.0,
                       out)
         # the leak of a word seen once in n + 1 rows, the clip of the initial
         # leak (_initialize): without it a word absent from X gets leak 1e-10
@@ -1561,19 +1133,19 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         """"svi": update and return the logits of the rows ``rows`` of the training set.
 
         In ``fit`` the logits of the training rows are kept between epochs
-        (``_local_logits``) and take ``n_local_steps`` steps per visit; in
+        (``_local_logits``) and take ``_N_LOCAL_STEPS`` steps per visit; in
         ``partial_fit`` (``_local_logits`` is None) the rows are new and start
-        from the prior with ``n_transform_steps`` steps. The Monte Carlo
+        from the prior with ``_N_TRANSFORM_STEPS`` steps. The Monte Carlo
         samples are fresh at every visit.
         """
         B, K = X.shape[0], self.n_components
         uniforms = rng.random_sample((B, self.n_mc_samples, K))
         if self._local_logits is None:
             logit_q = np.tile(self._logit_prior, (B, 1))
-            n_steps = self.n_transform_steps
+            n_steps = _N_TRANSFORM_STEPS
         else:
             logit_q = self._local_logits[rows]
-            n_steps = self.n_local_steps
+            n_steps = _N_LOCAL_STEPS
         indptr, indices = _csr_arrays(X)
         _kernels.local_optimize_rows(indptr, indices, self._theta, self._leak,
                                      self._colsum, self._logit_prior, uniforms, n_steps,
@@ -1612,18 +1184,18 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         """logit q(z | x) of every row of a binary CSR matrix, deterministic.
 
         Amortized methods: the encoder's output, refined by up to
-        ``n_refine_steps`` local steps (semi-amortized inference; see
-        :meth:`_refine`). "svi": up to ``n_transform_steps`` local steps from
+        ``_N_REFINE_STEPS`` local steps (semi-amortized inference; see
+        :meth:`_refine`). "svi": up to ``_N_TRANSFORM_STEPS`` local steps from
         the prior with the common random numbers fixed at initialization,
         each row on its own. "jj": the "svi" steps, then the optimal Jensen
-        weights for that q and up to ``n_transform_steps`` E-step sweeps.
+        weights for that q and up to ``_N_TRANSFORM_STEPS`` E-step sweeps.
         """
         indptr, indices = _csr_arrays(X)
         if self.inference in ("svi", "jj"):
             logit_q = np.tile(self._logit_prior, (X.shape[0], 1))
             _kernels.local_optimize_rows(
                 indptr, indices, self._theta, self._leak, self._colsum,
-                self._logit_prior, self._local_uniforms, self.n_transform_steps,
+                self._logit_prior, self._local_uniforms, _N_TRANSFORM_STEPS,
                 _LOCAL_STEP, _LOCAL_TOL, logit_q,
             )
             if self.inference == "jj":
@@ -1640,12 +1212,12 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                 _jaakkola_jordan.jj_e_step(
                     indptr, indices, self._theta, self._leak, self._colsum,
                     self._leak_sum[0], logit_q, self._logit_prior, weights,
-                    self.n_transform_steps, _JJ_TOL, np.empty(X.shape[0]),
+                    _N_TRANSFORM_STEPS, _JJ_TOL, np.empty(X.shape[0]),
                 )
         else:
             with single_threaded_blas():
                 logit_q = self._encode(X, indptr, indices, self._theta)[0]
-            if self.n_refine_steps > 0:
+            if _N_REFINE_STEPS > 0:
                 self._refine(indptr, indices, logit_q)
         return logit_q
 
@@ -1660,7 +1232,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     def _refine(self, indptr, indices, logit_q):
         """Semi-amortized inference: local steps from the encoder's logits, in place.
 
-        Up to ``n_refine_steps`` damped mean-field steps on every row's logits
+        Up to ``_N_REFINE_STEPS`` damped mean-field steps on every row's logits
         (:func:`_kernels.local_optimize`, the "svi" machinery, with the common
         random numbers fixed at fit time), then a safeguard: a row keeps its
         refined logits only if they raise its ELBO estimated with
@@ -1672,7 +1244,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         start = logit_q.copy()
         _kernels.local_optimize_rows(
             indptr, indices, self._theta, self._leak, self._colsum,
-            self._logit_prior, self._local_uniforms, self.n_refine_steps,
+            self._logit_prior, self._local_uniforms, _N_REFINE_STEPS,
             _LOCAL_STEP, _LOCAL_TOL, logit_q,
         )
         uniforms = self._safeguard_uniforms
@@ -1681,7 +1253,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         worse = ~(elbo >= elbo_start)
         logit_q[worse] = start[worse]
 
-    def _elbo_rows(self, X, n_samples=None):
+    def _elbo_rows(self, X, n_draws=None):
         """True ELBO of every row of a binary CSR matrix (nats), deterministic.
 
         Inside :meth:`fit_transform` the rows' posterior logits are kept
@@ -1692,7 +1264,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         logit_q = self._posterior_logits(X)
         if getattr(self, "_keep_final_logits", False):
             self._final_logits = logit_q
-        uniforms = self._common_uniforms(n_samples or self.n_elbo_samples)
+        uniforms = self._common_uniforms(n_draws or self.n_elbo_samples)
         return self._discrete_elbo(indptr, indices, logit_q, uniforms)
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -1721,34 +1293,18 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         ValueError
             If X is empty, not 2-D, contains NaN or infinity, negative values,
             or (with ``binarize=None``) values other than 0 and 1; if early
-            stopping leaves no training or no validation row; if
-            ``split_moves=True`` with an inference other than "acp"; if training
-            diverges (a non-finite ELBO, for example with a too large
-            ``learning_rate``).
+            stopping leaves no training or no validation row; if training
+            diverges (a non-finite ELBO or posterior, for example with a too
+            large ``learning_rate``).
 
         Warns
         -----
         ConvergenceWarning
             If ``max_iter`` epochs ran without meeting the stopping criterion
             (never with ``tol=None`` and no early stopping).
-        skbinvi.UnusedLatentWarning
-            If more than half of the causes end unused (prior below 0.01), or
-            if a cause ends empty: prior below 0.001 (on in fewer than one
-            training row in a thousand in expectation), or below 1 / n_samples
-            on 100 to 1,000 rows (on in less than one row); below 100 rows
-            the floor of an empty cause is the prior of 0.01 of an unused one.
         """
-        self._check_split_moves()
         X = self._check_X(X, reset=not (self.warm_start and self._is_initialized()))
         return self._fit_loop(X)
-
-    def _check_split_moves(self):
-        if self.split_moves and self.inference != "acp":
-            raise ValueError(
-                f"{type(self).__name__}: split_moves=True needs inference='acp' "
-                f"(got inference={self.inference!r}): the moves are scored with "
-                "ACP's posterior, which follows the causes' weights."
-            )
 
     # ------------------------------------------------- hooks of the fit loop
     def _iterate(self, X, y, rng):
@@ -1788,8 +1344,11 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             problem = "leak of some features underflowed to 0"
         else:
             return
+        self._raise_diverged(problem, self._epoch)
+
+    def _raise_diverged(self, problem, epoch):
         raise ValueError(
-            f"{type(self).__name__}: the {problem} in epoch {self._epoch}: "
+            f"{type(self).__name__}: the {problem} in epoch {epoch}: "
             f"training diverged. {self._divergence_hint()}"
         )
 
@@ -1802,8 +1361,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         Equal to ``fit(X).transform(X)``, but the posterior logits computed
         for the final training ELBO (``elbo_``) are returned instead of being
         computed a second time: with the default semi-amortized inference
-        this saves the encoder pass and the refinement of every training row
-        (about a fifth of a default fit). With ``early_stopping=True`` the
+        this saves the encoder pass and the refinement of every training row.
+        With ``early_stopping=True`` the
         final ELBO covers only the training part of X, and the rows are
         transformed afresh.
 
@@ -1818,7 +1377,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         -------
         features : ndarray of shape (n_samples, n_components), float64
             As :meth:`transform`: logits or probabilities by
-            ``transform_output``.
+            ``posterior``.
 
         Raises
         ------
@@ -1834,7 +1393,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         finally:
             self.__dict__.pop("_keep_final_logits", None)
         logit_q = self.__dict__.pop("_final_logits")
-        if self.transform_output == "probability":
+        if self.posterior == "probability":
             return expit(logit_q)
         return logit_q
 
@@ -1855,75 +1414,12 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         # the training rows' local logits are not part of the model
         self._local_logits = self._jj_weights = None
         self._set_public_parameters()
-        self._warn_unused_causes(X.shape[0])
-
-    def _warn_unused_causes(self, n_samples):
-        """Set ``n_active_components_`` (causes above a prior of 0.01), and
-        warn when more than half the causes end below a prior of 0.01, or
-        when any cause is empty: on in fewer than one of a thousand training
-        rows in expectation (prior below 0.001), or on fewer than 1,000 rows
-        in less than one of the ``n_samples`` rows (prior below 1 /
-        n_samples, at most 0.01: below 100 rows every cause is on in less
-        than one row at a prior under 1 / n_samples, up to 1 on a single
-        row, and an empty cause must not be one counted in use). Not the
-        latter in ``partial_fit``: a chunk's rows are not the training set,
-        whose size a stream does not know."""
-        n_used = int(np.sum(self.prior_ > _DEAD_PRIOR))
-        self.n_active_components_ = n_used
-        online = getattr(self, "_online", False)
-        floor = min(max(_EMPTY_PRIOR, 1.0 / n_samples), _DEAD_PRIOR)
-        n_empty = 0 if online else int(np.sum(self.prior_ < floor))
-        if n_used < self.n_components / 2:
-            # the rows use sum(prior) causes each in expectation, so at most
-            # sum(prior) / 0.01 causes can have a prior above 0.01
-            per_row = float(self.prior_.sum())
-            remedy = (f"The rows use {per_row:.2g} causes each in expectation, "
-                      f"room for at most {int(per_row / _DEAD_PRIOR)} above "
-                      f"{_DEAD_PRIOR}: lower n_components")
-            if self.inference == "acp":
-                remedy += "."
-            else:
-                remedy += (", or use inference='acp' (its posterior, computed from "
-                           "the causes' weights, keeps more causes in use) or a "
-                           "smaller learning_rate.")
-            if self.prior_smoothing == 0:
-                remedy += (" To keep rare causes in use at some cost in held-out "
-                           "ELBO, set prior_smoothing > 0 (the default is 0.003).")
-            if self.inference == "avi" and (self._fit_refine_steps() == 0
-                                            or self._free_bits() == 0):
-                remedy += (" With 'avi', n_fit_refine_steps='auto' and "
-                           "free_bits='auto' (the defaults) keep more causes in "
-                           "use.")
-            self._warn_unused(n_used, self.n_components, "causes",
-                              f"prior > {_DEAD_PRIOR}", remedy)
-        elif n_empty > 0:
-            # none after the default 10 epochs on Reuters bodies, R8, headlines
-            # or MNIST; they appear with more epochs, while the held-out
-            # likelihood still rises (bodies, K = 150) or after it has
-            # started to fall (R8, K = 100, 40 epochs), and with AVI on many
-            # short documents (health news tweets, K = 50; User Guide)
-            if floor == _DEAD_PRIOR:
-                criterion = (f"prior >= {_DEAD_PRIOR}: below 100 rows the floor 1 / "
-                             f"n_samples = {1.0 / n_samples:.3g} of an empty cause "
-                             f"is capped at the prior of {_DEAD_PRIOR} of a cause "
-                             "in use")
-            elif floor > _EMPTY_PRIOR:
-                criterion = (f"prior >= 1 / n_samples = {floor:.3g}: on in at least "
-                             "one training row in expectation")
-            else:
-                criterion = (f"prior >= {_EMPTY_PRIOR}: on in at least one training "
-                             "row in a thousand in expectation")
-            remedy = "The data support fewer causes: lower n_components"
-            if self.inference != "acp":
-                remedy += (", or use inference='acp' (its posterior, computed from "
-                           "the causes' weights, keeps more causes in use)")
-            self._warn_unused(
-                self.n_components - n_empty, self.n_components, "causes",
-                f"{criterion}; n_active_components_ = {n_used} counts those above "
-                f"a prior of {_DEAD_PRIOR}",
-                remedy + ". With more epochs than the default, early_stopping=True "
-                "keeps the epoch with the best held-out ELBO.",
-            )
+        # what the fit chose: the causes in use (prior above _DEAD_PRIOR); a
+        # cause the prior switched off is the model at work, not a warning
+        self.n_active_components_ = int(np.sum(self.prior_ > _DEAD_PRIOR))
+        if self.verbose:
+            self._report(f"{self.n_active_components_} of {self.n_components} "
+                         f"causes in use (prior > {_DEAD_PRIOR})")
 
     def _learns_online(self):
         if self.inference == "jj":
@@ -1948,11 +1444,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         The first call initializes the model from its chunk: the leak from
         the chunk's feature frequencies and the causes' seeds from its rows
         (``init``). Make it a representative chunk, of a hundred rows or
-        more: the leak learns slowly afterwards (200 rows of
-        :func:`~skbinvi.datasets.make_noisy_or` with 30 features, K = 4,
-        then 10 calls on all 200: a first chunk of 1 row ends at an ELBO of
-        -8.61 nats per row, of 5 rows at -5.44, of 50 at -5.04, of all 200
-        at -5.00).
+        more: the leak learns slowly afterwards.
 
         Parameters
         ----------
@@ -1972,16 +1464,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             As :meth:`fit`, and if X does not have ``n_features_in_`` columns.
         AttributeError
             With ``inference="jj"`` (variational EM needs all the data).
-
-        Warns
-        -----
-        skbinvi.UnusedLatentWarning
-            If more than half of the causes are unused (prior below 0.01).
-            Unlike :meth:`fit`, not about empty causes (prior below 0.001 or
-            1 / n_samples): the stream's early priors are not its last, and the
-            size of the whole training set is not that of the chunk.
         """
-        self._check_split_moves()
         first_time = not self._is_initialized()
         X = self._check_X(X, reset=first_time)
         self._online = True  # new rows: "svi" starts their logits from the prior
@@ -1996,9 +1479,9 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
         Deterministic, and the result for a row does not depend on the other
         rows: "acp"/"avi" take the encoder's output refined by
-        ``n_refine_steps`` local steps with common random numbers fixed at
-        fit time; "svi" and "jj" optimize each row's posterior with the model
-        fixed.
+        a few local mean-field steps with common random numbers fixed at fit
+        time (kept only where they raise the row's ELBO); "svi" and "jj"
+        optimize each row's posterior with the model fixed.
 
         Parameters
         ----------
@@ -2008,7 +1491,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         Returns
         -------
         features : ndarray of shape (n_samples, n_components), float64
-            With ``transform_output="logit"``, the logits
+            With ``posterior="logit"``, the logits
             ``logit q(z_k = 1 | x)`` (finite reals, computed directly, not
             through ``logit(expit(.))``); with ``"probability"``, the
             probabilities ``expit`` of them, in [0, 1].
@@ -2023,11 +1506,11 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         self._check_fitted()
         X = self._check_X(X, reset=False)
         logit_q = self._posterior_logits(X)
-        if self.transform_output == "probability":
+        if self.posterior == "probability":
             return expit(logit_q)
         return logit_q
 
-    def score_samples(self, X, *, method="elbo", n_samples=None):
+    def score_samples(self, X, *, method="elbo", n_draws=None):
         """Per-row lower bound on log p(x) in nats: the ELBO, or a tighter estimate.
 
         Parameters
@@ -2041,7 +1524,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             ICLR 2016), whose expectation lies between the ELBO and log p(x)
             and tends to log p(x) as S grows: the number to compare held-out
             likelihoods with.
-        n_samples : int, default=None
+        n_draws : int, default=None
             Number S of samples of q per row; None means ``n_elbo_samples``
             for "elbo" and 1000 for "iwae". The samples are common random
             numbers fixed at fit time (the same for every row), so the result
@@ -2058,23 +1541,23 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             If the estimator is not fitted.
         ValueError
             If X has the wrong number of features or invalid values, if
-            ``method`` is unknown or ``n_samples`` is not a positive integer.
+            ``method`` is unknown or ``n_draws`` is not a positive integer.
         """
         self._check_fitted()
         if method not in ("elbo", "iwae"):
             raise ValueError(
                 f"method must be 'elbo' or 'iwae'; got {method!r}."
             )
-        if n_samples is not None and (
-            not isinstance(n_samples, Integral) or isinstance(n_samples, bool)
-            or n_samples < 1
+        if n_draws is not None and (
+            not isinstance(n_draws, Integral) or isinstance(n_draws, bool)
+            or n_draws < 1
         ):
-            raise ValueError("n_samples must be a positive integer; "
-                             f"got {n_samples!r}.")
+            raise ValueError("n_draws must be a positive integer; "
+                             f"got {n_draws!r}.")
         X = self._check_X(X, reset=False)
         if method == "elbo":
-            return self._elbo_rows(X, n_samples)
-        uniforms = self._common_uniforms(1000 if n_samples is None else n_samples)
+            return self._elbo_rows(X, n_draws)
+        uniforms = self._common_uniforms(1000 if n_draws is None else n_draws)
         indptr, indices = _csr_arrays(X)
         logit_q = self._posterior_logits(X)
         out = np.empty(X.shape[0])
@@ -2084,14 +1567,14 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         )
         return out
 
-    def _common_uniforms(self, n_samples):
-        """Uniforms (n_samples, K) from the seed drawn at fit time (deterministic)."""
+    def _common_uniforms(self, n_draws):
+        """Uniforms (n_draws, K) from the seed drawn at fit time (deterministic)."""
         fitted_samples, K = self._score_uniforms.shape
-        if n_samples == fitted_samples:
+        if n_draws == fitted_samples:
             return self._score_uniforms
         # seeded by the fit-time common random numbers: deterministic per model
         seed = int(self._score_uniforms[0, 0] * np.iinfo(np.int32).max)
-        return np.random.RandomState(seed).random_sample((n_samples, K))
+        return np.random.RandomState(seed).random_sample((n_draws, K))
 
     def score(self, X, y=None):
         """Mean true ELBO per row, in nats (higher is better).
