@@ -31,7 +31,8 @@ kinship
     The table prints the mean (and standard deviation over seeds) beside the
     published rows of Table 1 (LFRM, IRM, MMSB). The estimator runs with its
     defaults except the settings printed in the header (``n_mc_samples``,
-    ``n_elbo_samples``, ``max_iter``, ``tol=0``).
+    ``max_iter``, ``tol=0``) and the private number of samples of the reported
+    ELBO (``--n-elbo-samples``, see "Advanced settings" below).
 speed
     Seconds per ``"mcvi"`` iteration (diagonal and full W) on synthetic networks
     of N entities with every pair observed, against N, and the kernel time per
@@ -81,6 +82,13 @@ collapse
     by at least 1/2 between two entities) and ``elbo_``. A fit with no
     feature in use has collapsed.
 
+Advanced settings
+    ``--n-elbo-samples`` (default 8), ``--n-nonlink-samples`` (100) and
+    ``--learning-offset`` (1.0) set the estimator's private module constants
+    ``_N_ELBO_SAMPLES``, ``_N_NONLINK_SAMPLES`` and ``_LEARNING_OFFSET`` (User
+    Guide, "Advanced settings") for every task; the JSON records the values
+    in force under ``"advanced"``.
+
 Everything printed is also written to ``--out`` (JSON, with machine info).
 """
 
@@ -122,6 +130,26 @@ def _machine():
     }
 
 
+def _set_advanced(args):
+    """Set the estimator's private advanced settings from the command line
+    (User Guide, "Advanced settings"); their defaults are the estimator's,
+    except ``--n-elbo-samples`` (8: the reported ELBO only)."""
+    from skbinvi.relational import _estimator
+
+    _estimator._N_ELBO_SAMPLES = args.n_elbo_samples
+    _estimator._N_NONLINK_SAMPLES = args.n_nonlink_samples
+    _estimator._LEARNING_OFFSET = args.learning_offset
+
+
+def _advanced():
+    """The private advanced settings in force, for the JSON record."""
+    from skbinvi.relational import _estimator
+
+    return {name: getattr(_estimator, name) for name in (
+        "_LEARNING_OFFSET", "_LEARNING_DECAY", "_N_ELBO_SAMPLES",
+        "_N_NONLINK_SAMPLES")}
+
+
 def _mean_auc(y, score, rel, relations):
     from sklearn.metrics import roc_auc_score
 
@@ -151,10 +179,10 @@ def kinship(args):
         max_iter=args.max_iter,
         tol=0.0,
         n_mc_samples=args.n_mc_samples,
-        n_elbo_samples=args.n_elbo_samples,
     )
     relations = range(R) if not args.quick else range(3)
-    record = {"settings": settings, "seeds": [], "published": PUBLISHED}
+    record = {"settings": settings, "advanced": _advanced(), "seeds": [],
+              "published": PUBLISHED}
     print(
         f"Kinship, Miller et al. protocol: {len(y)} ordered triples, {R} relations, "
         f"20% held out per seed; LatentFeatureRelational({settings}) defaults "
@@ -258,7 +286,6 @@ def speed(args):
                     max_iter=k,
                     tol=0,
                     random_state=0,
-                    n_elbo_samples=args.n_elbo_samples,
                 )
                 tic = time.perf_counter()
                 model.fit(X, y)
@@ -324,8 +351,6 @@ def sparse(args):
         unlisted_pairs="nonlinks",
         n_entities=N,
         n_mc_samples=args.n_mc_samples,
-        n_nonlink_samples=args.n_nonlink_samples,
-        learning_offset=args.learning_offset,
         max_iter=args.max_iter,
         tol=0,
         random_state=0,
@@ -573,14 +598,19 @@ def main(argv=None):
     parser.add_argument("--max-iter", type=int, default=60)
     parser.add_argument("--n-mc-samples", type=int, default=5)
     parser.add_argument("--n-entities", type=int, default=100_000)
-    parser.add_argument("--n-nonlink-samples", type=int, default=100)
-    parser.add_argument("--learning-offset", type=float, default=1.0)
+    parser.add_argument("--n-nonlink-samples", type=int, default=100,
+                        help="private _N_NONLINK_SAMPLES (sampled non-links "
+                        "per entity and role)")
+    parser.add_argument("--learning-offset", type=float, default=1.0,
+                        help="private _LEARNING_OFFSET (step-size schedule)")
     parser.add_argument("--weights", choices=["full", "diagonal"], default="full")
     parser.add_argument("--per-epoch", action="store_true",
                         help="sparse: fit one epoch at a time (warm start) and "
                         "report the held-out AUC after each (fit time then "
                         "includes the scoring)")
-    parser.add_argument("--n-elbo-samples", type=int, default=8)
+    parser.add_argument("--n-elbo-samples", type=int, default=8,
+                        help="private _N_ELBO_SAMPLES (samples of the "
+                        "reported ELBO; the estimator's default is 32)")
     parser.add_argument("--triples-dir", nargs="+", default=None,
                         help="triples: folders of tab-separated triples")
     parser.add_argument("--triples-components", nargs="+", type=int, default=[10],
@@ -592,7 +622,9 @@ def main(argv=None):
     if args.quick:
         args.seeds, args.max_iter = 1, 5
     warnings.simplefilter("ignore")
-    record = {"task": args.task, "machine": _machine(), "args": vars(args)}
+    _set_advanced(args)
+    record = {"task": args.task, "machine": _machine(), "args": vars(args),
+              "advanced": _advanced()}
     record.update({"kinship": kinship, "speed": speed, "sparse": sparse,
                    "triples": triples, "collapse": collapse}[args.task](args))
     suffix = "_quick" if args.quick else ""

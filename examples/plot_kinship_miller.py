@@ -57,7 +57,6 @@ SETTINGS = dict(
     max_iter=15 if args.quick else 60,
     tol=0,
     n_mc_samples=5,
-    n_elbo_samples=8,
 )
 PUBLISHED = {  # Miller et al. (2009), Table 1, AUC
     "LFRM": (0.9443, 0.9183),

@@ -260,7 +260,7 @@ _COUNT_PARAMETERS = [
     (NoisyORFactorizer(n_components=3, hidden_layer_sizes=(8,), n_elbo_samples=20),
      ["n_components", "max_iter", "n_mc_samples", "n_init"]),
     (LatentFeatureRelational(n_components=3),
-     ["n_components", "max_iter", "n_mc_samples", "n_nonlink_samples"]),
+     ["n_components", "max_iter", "n_mc_samples", "n_init"]),
     (DiversityMixtureOfExperts(n_components=2),
      ["n_components", "max_iter", "inner_max_iter", "thin"]),
 ]

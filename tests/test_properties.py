@@ -203,11 +203,10 @@ def test_relational_property(data, inference_weights, n_components, init, alpha,
     if stochastic == "batch":
         extra = dict(batch_size=2)
     elif stochastic == "nonlinks":
-        extra = dict(unlisted_pairs="nonlinks", n_nonlink_samples=2)
+        extra = dict(unlisted_pairs="nonlinks")
     model = LatentFeatureRelational(
         n_components, inference=inference, weights=weights, init=init,
-        alpha=alpha, max_iter=2, n_elbo_samples=4,
-        n_mc_samples=3, random_state=0, **extra,
+        alpha=alpha, max_iter=2, n_mc_samples=3, random_state=0, **extra,
     )
     methods = [("predict_proba", (X,)), ("predict", (X,)),
                ("decision_function", (X,)), ("transform", (X,)),

@@ -22,6 +22,7 @@ from sklearn.pipeline import make_pipeline
 
 from skbinvi import LatentFeatureRelational
 from skbinvi.datasets import load_kinships, make_relational
+from skbinvi.relational import _estimator
 
 METHODS = ["mcvi", "cavi", "score"]
 
@@ -214,19 +215,20 @@ def test_n_init_keeps_the_run_with_the_highest_elbo(synthetic):
 
 
 @pytest.mark.slow
-def test_kinship_single_relation_and_global_model():
+def test_kinship_single_relation_and_global_model(monkeypatch):
     """Alyawarra kinship: one relation, and all 25 at once (20% of the ordered
     entries held out at random, as in Miller et al. 2009).
 
     Measured (seed 0, D = 10, full W): term18 single 0.97, global mean AUC over
     relations 0.96 after 60 iterations. A constant predictor scores 0.5.
     """
+    monkeypatch.setattr(_estimator, "_N_ELBO_SAMPLES", 8)
     kin = load_kinships(relation="all")
     X, y = kin.data, kin.target
     rng = np.random.RandomState(0)
     test = rng.random_sample(len(y)) < 0.2
     model = LatentFeatureRelational(
-        10, max_iter=40, random_state=0, n_elbo_samples=8
+        10, max_iter=40, random_state=0
     ).fit(X[~test], y[~test])
     s = model.decision_function(X[test])
     aucs = [
@@ -244,7 +246,7 @@ def test_kinship_single_relation_and_global_model():
 
 
 @pytest.mark.slow
-def test_kinship_one_relation_every_method():
+def test_kinship_one_relation_every_method(monkeypatch):
     """All three methods on the kinship relation term18 (20% of the rows held out).
 
     Diagonal weights, as cavi requires. A constant predictor scores 0.5.
@@ -255,16 +257,17 @@ def test_kinship_one_relation_every_method():
     )
     floors = {"cavi": 0.7, "score": 0.7, "mcvi": 0.9}
     elbos = {}
+    monkeypatch.setattr(_estimator, "_N_ELBO_SAMPLES", 8)
     for inference, floor in floors.items():
-        extra = {"learning_offset": 10.0} if inference == "score" else {}
+        # "score" with gentler first steps (the private step-size offset)
+        offset = 10.0 if inference == "score" else 1.0
+        monkeypatch.setattr(_estimator, "_LEARNING_OFFSET", offset)
         model = LatentFeatureRelational(
             10,
             weights="diagonal",
             inference=inference,
             max_iter=60,
             random_state=0,
-            n_elbo_samples=8,
-            **extra,
         ).fit(X_train, y_train)
         auc = roc_auc_score(y_test, model.predict_proba(X_test)[:, 1])
         assert auc > floor, (inference, auc)
@@ -698,7 +701,8 @@ def test_bad_input_in_predict_and_explicit_n_entities(synthetic):
         ("init", "kmeans"),
         ("feature_prior", 1.0),
         ("alpha", -1.0),
-        ("learning_decay", 0.4),
+        ("n_mc_samples", 0),
+        ("batch_size", 0),
         ("n_components", 0),
         ("n_init", 0),
     ],
@@ -707,6 +711,36 @@ def test_bad_parameters(synthetic, param, value):
     X, y, _ = synthetic
     with pytest.raises(ValueError, match=param):
         clone(_model()).set_params(**{param: value}).fit(X, y)
+
+
+def test_research_settings_are_not_parameters():
+    """The step-size schedule, the samples of the reported ELBO and the
+    sampled non-links are private module constants (User Guide, "Advanced
+    settings"), not constructor parameters; at most 20 parameters remain."""
+    params = LatentFeatureRelational().get_params()
+    assert len(params) <= 20
+    for name in ("learning_offset", "learning_decay", "n_elbo_samples",
+                 "n_nonlink_samples"):
+        assert name not in params
+        with pytest.raises(TypeError):
+            LatentFeatureRelational(**{name: 1})
+    assert (_estimator._LEARNING_OFFSET, _estimator._LEARNING_DECAY) == (1.0, 0.55)
+    assert _estimator._N_ELBO_SAMPLES == 32
+    assert _estimator._N_NONLINK_SAMPLES == 100
+
+
+def test_the_step_size_schedule_is_read_at_fit(synthetic, monkeypatch):
+    """Patching the private schedule changes a Monte Carlo fit (tests and
+    experiments set it this way); the defaults give r_0 = 1."""
+    X, y, _ = synthetic
+    default = _model(max_iter=3).fit(X, y)
+    monkeypatch.setattr(_estimator, "_LEARNING_OFFSET", 10.0)
+    gentle = _model(max_iter=3).fit(X, y)
+    assert not np.array_equal(default.latent_features_, gentle.latent_features_)
+    monkeypatch.setattr(_estimator, "_LEARNING_OFFSET", 1.0)
+    assert _estimator._step_size(0) == 1.0
+    assert_array_equal(_model(max_iter=3).fit(X, y).latent_features_,
+                       default.latent_features_)
 
 
 def test_the_remap_in_the_sparse_id_errors_runs(synthetic):

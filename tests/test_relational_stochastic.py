@@ -12,9 +12,9 @@ from scipy.special import expit
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import roc_auc_score
 
-from skbinvi import LatentFeatureRelational, UnusedLatentWarning
+from skbinvi import LatentFeatureRelational
 from skbinvi.datasets import make_relational, make_sparse_relational
-from skbinvi.relational import _kernels
+from skbinvi.relational import _estimator, _kernels
 from skbinvi.relational._estimator import _PairStore
 
 
@@ -28,14 +28,16 @@ def _complete(N, R, links):
     return X, np.isin(code, lcode).astype(np.float64)
 
 
-def _small_network(seed=0, N=8, R=2, D=3):
+def _small_network(monkeypatch, seed=0, N=8, R=2, D=3):
+    """A fitted state on a small complete network, 4 sampled non-links per
+    entity and role (the private ``_N_NONLINK_SAMPLES``)."""
+    monkeypatch.setattr(_estimator, "_N_NONLINK_SAMPLES", 4)
     rng = np.random.RandomState(seed)
     X, x = _complete(N, R, np.zeros((0, 3), dtype=np.int64))
     x = (rng.random_sample(x.size) < 0.25).astype(np.float64)
     links = X[x > 0.5]
     model = LatentFeatureRelational(
-        D, unlisted_pairs="nonlinks", n_entities=N, n_nonlink_samples=4,
-        random_state=0,
+        D, unlisted_pairs="nonlinks", n_entities=N, random_state=0,
     )
     # a fitted state to evaluate the kernels at: deterministic features
     # (logits +-30, so z = 1{u < q} is the same for every sample) and random
@@ -71,11 +73,11 @@ def test_sample_nonlinks_are_uniform_non_links():
         assert np.all(np.abs(counts[allowed] - expected) < 5 * np.sqrt(expected))
 
 
-def test_stochastic_deltas_are_unbiased_for_the_full_sweep():
+def test_stochastic_deltas_are_unbiased_for_the_full_sweep(monkeypatch):
     """Averaged over the non-link samples, a center's estimate of E[Delta_id]
     from its links and weighted sampled non-links equals the full sweep's
     over every pair of the complete network."""
-    model, store, X, x = _small_network()
+    model, store, X, x = _small_network(monkeypatch)
     N, D = model._logits.shape
     q = expit(model._logits)
     u = np.random.RandomState(1).random_sample((1, N, D))
@@ -108,10 +110,10 @@ def test_stochastic_deltas_are_unbiased_for_the_full_sweep():
     assert se.max() > 0  # the non-links were really sampled
 
 
-def test_stochastic_weight_statistics_are_unbiased():
+def test_stochastic_weight_statistics_are_unbiased(monkeypatch):
     """The weight step's statistics from random minibatches of centers,
     scaled by N / B, average to those of the complete network."""
-    model, store, X, x = _small_network(seed=1)
+    model, store, X, x = _small_network(monkeypatch, seed=1)
     N, D = model._logits.shape
     R = model._b.size
     q = expit(model._logits)
@@ -203,7 +205,6 @@ def test_a_relation_without_links_is_trained_on_its_non_links():
     kw = dict(unlisted_pairs="nonlinks", n_entities=N, max_iter=4, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        warnings.simplefilter("ignore", UnusedLatentWarning)
         every = LatentFeatureRelational(2, **kw).fit(X, x)
         links = LatentFeatureRelational(2, **kw).fit(X[x > 0.5], np.ones(int(x.sum())))
     assert links.n_relations_ == every.n_relations_ == R
@@ -276,8 +277,8 @@ def test_sparse_network_recovers_the_planted_features(init):
 
 
 @pytest.mark.slow
-def test_more_sampled_nonlinks_make_better_steps_on_a_large_network():
-    """The default n_nonlink_samples=100 against 20 (the former default) on
+def test_more_sampled_nonlinks_make_better_steps_on_a_large_network(monkeypatch):
+    """The default _N_NONLINK_SAMPLES = 100 against 20 (the former default) on
     a 10,000-entity network of 10 planted features (about 11 links per
     entity): each sampled non-link stands for about N / m of them, and with
     m = 20 the steps are so noisy that after 2 epochs the held-out AUC is
@@ -293,15 +294,16 @@ def test_more_sampled_nonlinks_make_better_steps_on_a_large_network():
     non = np.column_stack([s, t])[s != t][:20_000]
     labels = np.r_[np.ones(int(held.sum())), np.zeros(len(non))]
     auc = {}
+    assert _estimator._N_NONLINK_SAMPLES == 100
     for m in (20, 100):
+        monkeypatch.setattr(_estimator, "_N_NONLINK_SAMPLES", m)
         model = LatentFeatureRelational(D, unlisted_pairs="nonlinks", n_entities=N,
-                                        n_nonlink_samples=m, n_mc_samples=3,
+                                        n_mc_samples=3,
                                         max_iter=2, tol=None, random_state=0)
         model.fit(X[~held], np.ones(int((~held).sum()), int))
         score = np.r_[model.predict_proba(X[held])[:, 1],
                       model.predict_proba(non)[:, 1]]
         auc[m] = roc_auc_score(labels, score)
-    assert LatentFeatureRelational().n_nonlink_samples == 100
     assert auc[100] > auc[20] + 0.01, auc
 
 
@@ -383,10 +385,7 @@ def test_every_listed_row_counts_with_minibatches(batch_size):
     X2, y2 = np.r_[X, X], np.r_[y, 1 - y]
     model = LatentFeatureRelational(3, max_iter=20, tol=None, batch_size=batch_size,
                                     random_state=0)
-    with warnings.catch_warnings():
-        # no pair carries information: the features rightly stay unused
-        warnings.simplefilter("ignore", UnusedLatentWarning)
-        model.fit(X2, y2)
+    model.fit(X2, y2)  # no pair carries information: no feature is needed
     assert np.abs(model.predict_proba(X)[:, 1] - 0.5).max() < 0.1
     assert model.elbo_ <= np.log(0.5) + 1e-9
     assert_allclose(model.elbo(X2, y2), model.elbo_, rtol=0.02)
@@ -475,16 +474,17 @@ def test_make_sparse_relational_dense_blocks_are_exact_and_quick(intercept):
     assert abs(len(X) - n * p) < 5 * np.sqrt(n * p * (1 - p)) + 1
 
 
-def test_unused_features_warn_with_the_package_warning():
-    """Fewer than half of the features in use: UnusedLatentWarning, the text
-    every estimator uses (here a feature prior of 0.05 switches all off)."""
-    from skbinvi import UnusedLatentWarning
-
+def test_features_the_prior_switches_off_are_reported_not_warned(capsys):
+    """A feature prior of 0.05 switches every feature off: the model working,
+    reported in n_active_components_ (and by verbose), without a warning."""
     X, y, _ = make_relational(30, 1, random_state=0)
-    with pytest.warns(UnusedLatentWarning, match="only 0 of 8 features are in use"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         model = LatentFeatureRelational(8, feature_prior=0.05, max_iter=30,
-                                        random_state=0).fit(X, y)
+                                        tol=None, random_state=0).fit(X, y)
     assert model.n_active_components_ == 0
+    model.set_params(verbose=1).fit(X, y)
+    assert "0 of 8 features in use" in capsys.readouterr().out
 
 
 def _weak_sbm(seed):
@@ -500,32 +500,32 @@ def _weak_sbm(seed):
     return np.c_[i, j], y, test, p
 
 
-def test_a_fit_that_collapsed_to_the_prior_warns():
+def test_a_fit_that_collapsed_to_the_prior_is_reported(capsys):
     """On a weakly assortative network, "cavi" with diagonal weights falls to
     the fixed point where every entity keeps the same feature probabilities
-    and the weights vanish (held-out AUC 0.50). The old test of a dead
-    feature (some entity with q > 1/2) counted all 10 features as used; the
-    spread of q across entities finds none, and the warning names the
-    defaults, which on the same data keep their features and rank the
-    held-out pairs as well as the true probabilities do."""
-    import warnings
-
+    and the weights vanish (held-out AUC 0.50). The spread of q across
+    entities finds no feature in use: n_active_components_ is 0 and verbose
+    says the fit collapsed, without a warning (0 features is also the right
+    answer for pairs without structure). The defaults keep their features
+    on the same data and rank the held-out pairs as well as the true
+    probabilities do."""
     from sklearn.metrics import roc_auc_score
 
-    from skbinvi import UnusedLatentWarning
-
     X, y, test, p = _weak_sbm(0)
-    with pytest.warns(UnusedLatentWarning,
-                      match=r"only 0 of 10 features.*collapsed.*inference='mcvi'"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
         collapsed = LatentFeatureRelational(inference="cavi", weights="diagonal",
-                                            random_state=0).fit(X[~test], y[~test])
+                                            verbose=1, random_state=0)
+        collapsed.fit(X[~test], y[~test])
+    assert collapsed.n_active_components_ == 0
+    assert "0 of 10 features in use: the fit collapsed" in capsys.readouterr().out
     q = collapsed.latent_features_
     assert np.all(q.max(axis=0) - q.min(axis=0) < 0.5)
     assert roc_auc_score(y[test], collapsed.decision_function(X[test])) < 0.6
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
         model = LatentFeatureRelational(random_state=0).fit(X[~test], y[~test])
-    assert not any("collapsed" in str(w.message) for w in caught)
+    assert model.n_active_components_ > 0
     oracle = roc_auc_score(y[test], p[test])
     assert roc_auc_score(y[test], model.decision_function(X[test])) > oracle - 0.03
 
@@ -546,14 +546,14 @@ def test_probit_curvature_is_minus_the_second_derivative():
 
 
 @pytest.mark.parametrize("diag", [True, False])
-def test_newton_weights_maximize_the_weight_objective(diag):
+def test_newton_weights_maximize_the_weight_objective(diag, monkeypatch):
     """With deterministic features (logits +-30) the weight objective of a
     stochastic step is sum_p w_p g(eta_p) - alpha/2 |W|^2, exactly; Newton's
     steps (with the secant safeguard) reach its maximizer: the finite-
     difference gradient vanishes there."""
     from scipy.special import log_ndtr
 
-    model, store, X, x = _small_network(seed=4)
+    model, store, X, x = _small_network(monkeypatch, seed=4)
     model.weights = "diagonal" if diag else "full"
     N, D = model._logits.shape
     R = model._b.size

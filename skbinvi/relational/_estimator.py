@@ -37,6 +37,25 @@ _FEATURE_SPREAD = 0.5
 # restarts the patience of the tol rule (see _plateau_band)
 _PLATEAU_FRACTION = 0.1
 
+# Advanced settings (User Guide, "Advanced settings"). Module constants, read
+# at every fit, partial_fit and scoring call: tests patch them with
+# monkeypatch.setattr.
+#
+# Robbins-Monro step size of "mcvi" and "score", r_t = (t + _LEARNING_OFFSET)
+# ** -_LEARNING_DECAY at iteration t (and, in stochastic training, at an
+# entity's t-th visit for its logits and at step t for the weights). An
+# offset of 1 makes the first step a full one; a decay in (0.5, 1] gives
+# sum r_t = inf and sum r_t^2 < inf.
+_LEARNING_OFFSET = 1.0
+_LEARNING_DECAY = 0.55
+# Monte Carlo samples per pair of the reported true ELBO (common random
+# numbers): elbo_, elbo_history_, elbo() and the stopping rule, not the updates.
+_N_ELBO_SAMPLES = 32
+# unlisted_pairs="nonlinks": non-links sampled per entity and role (sender,
+# receiver) in a stochastic step, each weighted by (the entity's non-links) /
+# _N_NONLINK_SAMPLES.
+_N_NONLINK_SAMPLES = 100
+
 
 class _Pairs:
     """Validated pairs and the index structures the kernels need (built once)."""
@@ -113,23 +132,22 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     Every entity i (a person, a protein, a web page) has D binary latent
     features :math:`z_{id} \sim \mathrm{Bernoulli}(\rho)`, and a directed link
     from sender i to receiver j in relation r follows a probit model of their
-    features ([2]_, finite version; [1]_ for the diagonal form):
+    features (the finite latent feature relational model of [2]_; [1]_ for
+    the diagonal form):
 
     .. math::
 
         p(x_{ijr} = 1 \mid z) = \Phi(\eta_{ijr}), \qquad
         \eta_{ijr} = b_r + z_i^\top W_r z_j,
 
-    with :math:`\Phi` the standard normal CDF, one bias :math:`b_r`
-    (``intercept_``) and one weight matrix :math:`W_r` (``weights_``) per
-    relation, full (``weights="full"``: "entities with feature d link to
-    entities with feature e", directed) or diagonal (``weights="diagonal"``:
-    :math:`\eta = b_r + \sum_d w_{rd} z_{id} z_{jd}`, symmetric in i and j).
-    All relations share the entities' features. The posterior is
-    approximated by mean field, :math:`q(z) = \prod_{id}
-    \mathrm{Bernoulli}(q_{id})` (``latent_features_``); the weights are point
-    estimates with a Gaussian (ridge) prior. Every method maximizes, and
-    reports, the true ELBO ([1]_ Eq. A.1)
+    with :math:`\Phi` the standard normal CDF, a bias :math:`b_r`
+    (``intercept_``) and a weight matrix :math:`W_r` (``weights_``) per
+    relation, full or diagonal (``weights``). All relations share the
+    entities' features. The posterior is approximated by mean field,
+    :math:`q(z) = \prod_{id} \mathrm{Bernoulli}(q_{id})`
+    (``latent_features_``); the weights are point estimates with a Gaussian
+    (ridge) prior of precision ``alpha``. Every inference method maximizes,
+    and reports, the true ELBO ([1]_ Eq. A.1)
 
     .. math::
 
@@ -139,36 +157,24 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             - \sum_{i, d} \mathrm{KL}\big(\mathrm{Bern}(q_{id})
             \,\|\, \mathrm{Bern}(\rho)\big)
 
-    over the observed triples :math:`\mathcal{O}` (the rows of X in
-    :meth:`fit`), in nats per pair (``elbo_``, ``elbo_history_``). Pairs that
-    are not given do not enter it. One iteration updates q, then (b, W):
+    over the observed triples :math:`\mathcal{O}` (the rows of X), divided by
+    their number (nats per pair). Pairs that X does not list do not enter it,
+    unless ``unlisted_pairs="nonlinks"``. One iteration updates q, then
+    (b, W):
 
-    - ``inference="mcvi"`` (Monte Carlo VI with each binary variable summed
-      out, [1]_, [3]_): for every (i, d) at once, from ``n_mc_samples`` joint
-      samples of q, the mean of :math:`\Delta_{id}(z) = \log p(x, z_{id}{=}1,
-      z_{-id}) - \log p(x, z_{id}{=}0, z_{-id})`, with :math:`z_{id}` summed
-      out exactly (flipping it moves :math:`\eta` by :math:`(W_r z_j)_d` as a
-      sender, :math:`(W_r^\top z_{i'})_d` as a receiver), and the
-      natural-gradient step :math:`\lambda \leftarrow (1 - r_t)\lambda + r_t
-      \bar\Delta` on the logits :math:`\lambda = \operatorname{logit} q`.
-      The weight step maximizes the EM (minorize-maximize) bound of the true
-      ELBO, its right-hand side estimated with the same samples, damped with
-      the same step size :math:`r_t`.
-    - ``inference="cavi"`` (data-augmented coordinate ascent, [1]_ A.2-A.4,
-      [4]_): truncated-normal q(y), a sweep of closed-form updates of q
-      (the supplement's A.4 with its two typos corrected for diagonal W,
-      its extension to a full W derived in the User Guide) and the exact
-      weight step, each maximizing the looser augmented bound.
-    - ``inference="score"`` (baseline): Rao-Blackwellized score-function
-      gradient of the true ELBO with a control variate, natural-gradient
-      steps of size :math:`r_t`; weights as for "mcvi".
-
-    The Monte Carlo methods use :math:`r_t = (t +
-    \text{learning\_offset})^{-\text{learning\_decay}}`, t counting
-    iterations from 0 over all ``fit`` calls of a ``warm_start`` run.
+    - ``"mcvi"``: Monte Carlo natural-gradient steps on the logits of q with
+      each binary variable summed out exactly ([1]_, [3]_), step size
+      :math:`r_t = (t + 1)^{-0.55}` at iteration t; the weights take a damped
+      EM (minorize-maximize) step of the true ELBO.
+    - ``"cavi"``: coordinate ascent on the data-augmented bound ([1]_ Eqs.
+      A.2-A.4 with two typos corrected, [4]_; extended to full W in the
+      User Guide), a looser bound than :math:`\mathcal{L}`, and its exact
+      weight step. Deterministic given the start.
+    - ``"score"``: Rao-Blackwellized score-function gradient with a control
+      variate, the baseline of [1]_; same steps and weight update as "mcvi".
 
     Rows of X are the samples: (sender, receiver) or (sender, receiver,
-    relation) ids, with y the link. Scikit-learn's cross-validation and
+    relation) ids, with y the link. Cross-validation and
     :class:`~sklearn.model_selection.GridSearchCV` split the pairs, so the
     held-out pairs are exactly the unobserved ones of the model.
 
@@ -179,119 +185,89 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     n_components : int, default=10
         Number of latent features D.
     weights : {"full", "diagonal"}, default="full"
-        Form of the weight matrices W_r: "full" (D x D, directed: [2]_) or
-        "diagonal" (D weights, symmetric: [1]_). "full" is the default: it
-        measured better on every directed data set tried (User Guide). The
-        weight step of "full" solves a system of 1 + D^2 unknowns per
-        relation: O(R D^4) memory and O(R D^6) time per iteration (D = 64:
-        134 MB per relation; D = 100: 800 MB, and one iteration on 780
-        pairs of one relation took 62 s); "diagonal" needs O(R D^2).
+        Form of W_r. "full": a D x D matrix, directed ("senders with feature
+        d link to receivers with feature e", [2]_); its weight step solves
+        1 + D^2 unknowns per relation, O(R D^4) memory and O(R D^6) time per
+        iteration (``fit`` refuses a D that cannot fit in memory).
+        "diagonal": D weights, :math:`\eta = b_r + \sum_d w_{rd} z_{id}
+        z_{jd}`, symmetric in i and j ([1]_), O(R D^2). Use "full" for
+        directed or multi-relational data, "diagonal" for large D on
+        undirected, community-like networks.
     inference : {"mcvi", "cavi", "score"}, default="mcvi"
-        Inference method (see above).
+        Inference method (see above). Stochastic training (an integer
+        ``batch_size``, ``unlisted_pairs="nonlinks"``, :meth:`partial_fit`)
+        needs "mcvi".
     init : {"auto", "spectral", "nmf", "random"}, default="auto"
-        Start of q. "spectral": k-means clusters of the truncated SVD of the
-        entities' out-, in- and either-way links in every relation (an
-        IRM-like start, one feature per cluster: q = 0.9 for the entity's
-        cluster, 0.1 elsewhere), then three EM weight steps. "nmf": q from
-        the loadings of a non-negative matrix factorization of the same
-        links (overlapping, monotone in the loading). "random": q
-        uniform in [0.05, 0.95], W_r the identity (assortative) and b_r
-        matched to the link rate. "auto": "spectral" for ``weights="full"``,
-        "random" for "diagonal" (the better start of each form on the data
-        sets measured in the User Guide). Each of the ``n_init`` runs draws a
-        new start.
+        Start of q. "spectral": k-means clusters of a truncated SVD of every
+        entity's out-, in- and either-way links (q = 0.9 for the entity's
+        cluster, 0.1 elsewhere), then three EM weight steps. "nmf": q
+        monotone in the loadings of a non-negative matrix factorization of
+        the same links (overlapping features). "random": q uniform in
+        [0.05, 0.95], W_r the identity and b_r matched to the link rate.
+        "auto": "spectral" for ``weights="full"``, "random" for "diagonal".
+        Entities without pairs start, and stay, at the prior.
     feature_prior : float in (0, 1), default=0.5
         Prior probability rho of each feature, :math:`p(z_{id} = 1)`.
     alpha : float >= 0, default=1.0
-        Precision of a Gaussian prior :math:`N(0, 1/\alpha)` on every weight
-        (entries of W_r), a ridge penalty on the weight step; the biases
-        b_r are not penalized.
+        Precision of the Gaussian prior :math:`N(0, 1/\alpha)` on every
+        weight (entries of W_r), a ridge penalty; the biases b_r are not
+        penalized. Tune it with ``n_components`` by cross-validation.
     n_mc_samples : int, default=10
-        "mcvi" and "score": joint samples of q per iteration (S).
-    learning_offset : float >= 1, default=1.0
-        "mcvi" and "score": offset of the step-size schedule; 1 makes the
-        first step a full one.
-    learning_decay : float in (0.5, 1], default=0.55
-        "mcvi" and "score": decay exponent of the step-size schedule.
-    n_elbo_samples : int, default=32
-        Monte Carlo samples of the true ELBO per pair (common random numbers,
-        fixed per fit, so the ELBO is a deterministic function of q and the
-        weights).
+        "mcvi" and "score": joint samples of q per iteration (or stochastic
+        step). The variance of a step falls as 1 / ``n_mc_samples``; the cost
+        grows in proportion.
     n_entities : int or None, default=None
-        Number of entities; ids must lie in [0, n_entities). None: the
-        largest id seen in ``fit`` plus one (ids must then not be much
-        sparser than the distinct ids seen: remap them with
-        ``np.unique(..., return_inverse=True)``), and ids beyond it in
-        prediction are entities never seen, which get the prior.
+        Number of entities; ids must lie in [0, n_entities) in ``fit`` and in
+        prediction. None: the largest id seen in ``fit`` plus one (ids must
+        then not be much sparser than the distinct ids seen), and larger ids
+        in prediction are entities never seen, which get the prior.
     unlisted_pairs : {"unobserved", "nonlinks"}, default="unobserved"
         What the pairs that X does not list are. "unobserved": missing data,
         they do not enter the model (cross-validation holds pairs out this
-        way). "nonlinks": a complete network given by its links: every
-        triple (i, j, r), i != j, of ``n_entities_`` entities and
-        ``n_relations_`` relations that X does not list as a link is a
-        non-link. X may then list the links only (y all 1), and training is
-        stochastic (below): memory O(links + N D), never O(N^2).
+        way). "nonlinks": a complete network given by its links: every triple
+        (i, j, r), i != j, of ``n_entities_`` entities and ``n_relations_``
+        relations that X does not list as a link is a non-link. X may then
+        list the links only (y all 1), training is stochastic and memory is
+        O(links + N D), never O(N^2). Pass ``n_entities``.
     batch_size : int, "auto" or None, default="auto"
         Entities per stochastic step ("mcvi" only). Each iteration (epoch)
-        visits every entity once, in random minibatches; a visited entity's
-        logits take a natural-gradient step towards the Monte Carlo
-        estimate of their coordinate optimum from all its listed pairs, plus
-        ``n_nonlink_samples`` non-links per role sampled uniformly and
-        weighted by the inverse sampling probability ("nonlinks"; Gopalan et
-        al. [5]_), with step size :math:`(n_i + \text{learning\_offset})^{
-        -\text{learning\_decay}}` for the entity's n_i-th visit; the weights
-        take a damped Newton step (same schedule, per step) on unbiased
-        estimates of the gradient and curvature of their objective from the
-        minibatch's pairs. None: full sweeps over the listed pairs (every entity and
-        the weights once per iteration). "auto": None for "unobserved",
+        visits every entity once in random minibatches; a visited entity's
+        logits step towards a Monte Carlo estimate of their coordinate
+        optimum from its listed pairs (plus sampled, inverse-probability
+        weighted non-links with "nonlinks", [5]_), and the weights take a
+        damped Newton step on unbiased estimates from the minibatch. None:
+        full sweeps over the listed pairs. "auto": None for "unobserved",
         ``min(1000, n_entities_)`` for "nonlinks".
-    n_nonlink_samples : int, default=100
-        "nonlinks": non-links sampled per entity and role (sender, receiver)
-        in a stochastic step. Each stands for (the entity's non-links) /
-        ``n_nonlink_samples`` of them, so fewer samples make noisier steps.
-        On synthetic sparse networks of 10,000, 30,000 and 100,000 entities
-        (about 11 links per entity, ``make_sparse_relational``) 100 reached a
-        higher held-out AUC in less time than 20 (the earlier default):
-        at 100,000 entities 0.917 after 6 epochs (319 s) against 0.861
-        after 14 (200 s), with planted features recovered at matched AUC
-        0.941 against 0.874; at 3,000 entities both gave the same AUC, 100
-        in twice the time (user guide, "Large sparse networks").
     max_iter : int, default=300
-        Maximum number of iterations (one update of every q_id, one weight
-        step; an epoch of stochastic steps).
+        Maximum number of iterations (a sweep, or an epoch of stochastic
+        steps).
     tol : float >= 0 or None, default=1e-4
         Stop when the true ELBO (nats per pair) has not improved on its best
         by more than ``tol`` for ``n_iter_no_change`` consecutive iterations.
-        With full sweeps (``batch_size=None``), an iteration whose ELBO lies
-        more than 10% (of its magnitude) below the best restarts the count:
-        the simultaneous updates of all features can fall far and recover,
-        and such a run is moving, not converged. None: no convergence test,
-        every run takes ``max_iter`` iterations (no ``ConvergenceWarning``);
-        with early stopping the held-out ELBO's patience rule still applies,
-        with a tolerance of 0.
+        With full sweeps an iteration more than 10% (of its magnitude) below
+        the best restarts the count: such a run is moving, not converged.
+        None: no convergence test, every run takes ``max_iter`` iterations.
     n_iter_no_change : int, default=10
         Patience of the ``tol`` rule.
     n_init : int, default=1
         Number of runs from different starts; the run with the highest final
         ELBO is kept.
     warm_start : bool, default=False
-        If True and fitted, ``fit`` continues from the fitted q and weights,
-        the step-size schedule where it stopped, and extends
-        ``elbo_history_``. New entities and relations start at the prior.
-        ``inference`` may change between warm fits (the three methods fit
-        the same q and weights); ``n_components`` and ``weights`` may not.
+        If True and fitted, ``fit`` continues from the fitted q and weights
+        and the step-size schedule, and extends ``elbo_history_``. New
+        entities and relations start at the prior. ``inference`` may change
+        between warm fits; ``n_components`` and ``weights`` may not.
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the pairs, monitor their ELBO and
-        keep the best iteration.
+        keep the best iteration. Not with ``unlisted_pairs="nonlinks"``.
     validation_fraction : float in (0, 1), default=0.1
         Share of the pairs held out by ``early_stopping``.
     random_state : int, RandomState instance or None, default=None
         Controls the start, the Monte Carlo samples and the common random
         numbers of the ELBO. Pass an int for reproducible results.
     verbose : int, default=0
-        If positive, print the ELBO of every iteration in nats per pair
-        (one row of X) with the elapsed seconds, in the package's one format
-        (``"... iteration 3: ELBO -0.4312 nats/pair, 1.20 s"``).
+        If positive, print the ELBO of every iteration (nats per pair) with
+        the elapsed seconds, and the number of features in use at the end.
 
     Attributes
     ----------
@@ -299,9 +275,13 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         Posterior probabilities q(z_id = 1), float64.
     n_active_components_ : int
         Number of features in use: whose probability differs by at least
-        1/2 between two entities that have pairs, the count that
-        :class:`~skbinvi.UnusedLatentWarning` reports when fewer than half
-        are in use. Updated by :meth:`partial_fit` too.
+        1/2 between two entities that have pairs. Fewer than
+        ``n_components`` is normal (the prior and the data switch features
+        off); 0 means the fit collapsed to the trivial fixed point where
+        every entity has the same features and the predictions are those of
+        the biases alone: right when the pairs carry no structure, a
+        failure of the optimizer otherwise (refit with ``n_init > 1`` or
+        another ``init``). Updated by :meth:`partial_fit` too.
     weights_ : ndarray of shape (``n_relations_``, D, D) or (``n_relations_``, D)
         W_r for ``weights="full"``; the diagonals w_r for "diagonal".
     intercept_ : ndarray of shape (``n_relations_``,)
@@ -309,24 +289,20 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     classes_ : ndarray of shape (2,)
         The two labels of y; ``classes_[1]`` means "linked".
     elbo_ : float
-        True ELBO of the training pairs at the end, nats per pair (per row of
-        X; after :meth:`partial_fit`, of the pairs seen so far). With
+        True ELBO of the training pairs at the end, nats per pair (Monte
+        Carlo with common random numbers fixed per model, so a deterministic
+        function of q and the weights; without the ridge penalty). With
         ``unlisted_pairs="nonlinks"`` the ELBO of the complete network,
-        estimated on a fixed sample of 20,000 links and 20,000 non-links
-        (inverse-probability weights, common random numbers), divided by the
-        number of listed links.
+        estimated on a fixed sample of links and non-links, per listed link.
     elbo_history_ : ndarray of shape (``n_iter_``,)
-        True ELBO after every iteration, nats per pair (common random
-        numbers, the same objective for every inference method), without
-        the ridge penalty.
+        True ELBO after every iteration, nats per pair.
     n_iter_ : int
         Number of iterations of the kept run.
     converged_ : bool
         Whether the ``tol`` rule was met before ``max_iter``.
     validation_scores_ : ndarray of shape (``n_iter_``,) or None
         Held-out ELBO per iteration with ``early_stopping``; NaN for
-        iterations without one (``partial_fit`` calls, and a ``warm_start``
-        history from before early stopping).
+        iterations without one.
     best_validation_score_ : float or None
         Best of ``validation_scores_``.
     n_entities_ : int
@@ -343,27 +319,25 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
 
     Notes
     -----
-    **Prediction.** :meth:`predict_proba` uses the probit-Gaussian
-    approximation :math:`\mathbb{E}_q \Phi(\eta) \approx \Phi(m / \sqrt{1 +
-    v})` with the mean m and variance v of :math:`\eta` under q (exact
-    moments, see the User Guide); :meth:`decision_function` returns
-    :math:`m / \sqrt{1 + v}`.
+    :meth:`predict_proba` uses the probit-Gaussian approximation
+    :math:`\mathbb{E}_q \Phi(\eta) \approx \Phi(m / \sqrt{1 + v})` with the
+    exact mean m and variance v of :math:`\eta` under q.
 
-    **Cost.** An "mcvi" iteration costs O(S (P D + K D^2)) operations and at
-    most S P (2 D + 1) evaluations of log Phi (P pairs, K distinct
-    (entity, relation) pairs, S = ``n_mc_samples``; a pair-sample whose two
-    ends have the same sampled features, relation and link as an earlier
-    one of the iteration reuses its values), plus the weight step,
-    O(P D^2 + K D^4) for full W; memory O(P + S N D + R D^4), never N x N.
-    A "cavi" sweep costs O(P D) (diagonal) or O(P D^2) (full), plus the
-    same weight step.
+    An "mcvi" or "score" iteration costs O(S (P D + K D^2)) for P pairs, K
+    distinct (entity, relation) pairs and S = ``n_mc_samples``, plus the
+    weight step, O(P D^2 + K D^4) for full W; a "cavi" sweep O(P D)
+    (diagonal) or O(P D^2) (full). Memory is O(P + S N D + R D^4), never
+    N x N. Fixed settings (the step-size schedule, the samples of the
+    reported ELBO, the sampled non-links) are listed in the User Guide,
+    "Advanced settings".
 
     References
     ----------
     .. [1] G. Ji, E. B. Sudderth, "Effective Monte Carlo Variational
-       Inference for Binary-Variable Probabilistic Programs" (supplement).
-    .. [2] K. Miller, T. Griffiths, M. Jordan, "Nonparametric latent feature
-       models for link prediction", NIPS 2009.
+       Inference for Binary-Variable Probabilistic Programs", supplement,
+       section A (Eqs. A.1-A.4).
+    .. [2] K. T. Miller, T. L. Griffiths, M. I. Jordan, "Nonparametric latent
+       feature models for link prediction", NeurIPS 2009.
     .. [3] G. Ji, D. Sujono, E. B. Sudderth, "Marginalized Stochastic Natural
        Gradients for Black-Box Variational Inference", ICML 2021.
     .. [4] J. Albert, S. Chib, "Bayesian analysis of binary and polychotomous
@@ -397,9 +371,6 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         "feature_prior": [Interval(Real, 0, 1, closed="neither")],
         "alpha": [Interval(Real, 0, None, closed="left")],
         "n_mc_samples": [IntInterval(1, None, closed="left")],
-        "learning_offset": [Interval(Real, 1, None, closed="left")],
-        "learning_decay": [Interval(Real, 0.5, 1, closed="right")],
-        "n_elbo_samples": [IntInterval(1, None, closed="left")],
         "n_entities": [None, IntInterval(2, None, closed="left")],
         "unlisted_pairs": [StrOptions({"unobserved", "nonlinks"})],
         "batch_size": [
@@ -407,7 +378,6 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             StrOptions({"auto"}),
             IntInterval(1, None, closed="left"),
         ],
-        "n_nonlink_samples": [IntInterval(1, None, closed="left")],
     }
 
     def __init__(
@@ -420,13 +390,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         feature_prior=0.5,
         alpha=1.0,
         n_mc_samples=10,
-        learning_offset=1.0,
-        learning_decay=0.55,
-        n_elbo_samples=32,
         n_entities=None,
         unlisted_pairs="unobserved",
         batch_size="auto",
-        n_nonlink_samples=100,
         max_iter=300,
         tol=1e-4,
         n_iter_no_change=10,
@@ -444,13 +410,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         self.feature_prior = feature_prior
         self.alpha = alpha
         self.n_mc_samples = n_mc_samples
-        self.learning_offset = learning_offset
-        self.learning_decay = learning_decay
-        self.n_elbo_samples = n_elbo_samples
         self.n_entities = n_entities
         self.unlisted_pairs = unlisted_pairs
         self.batch_size = batch_size
-        self.n_nonlink_samples = n_nonlink_samples
         self.max_iter = max_iter
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
@@ -641,12 +603,6 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         -----
         ConvergenceWarning
             If ``max_iter`` iterations ran without meeting the ``tol`` rule.
-        UnusedLatentWarning
-            If more than half of the features end unused: a feature is in
-            use when its probability differs by at least 1/2 between two
-            entities that have pairs. With none in use the fit collapsed to
-            the prior (see the User Guide, "Weak signal: fits that
-            collapse").
         """
         if y is None:
             raise ValueError(
@@ -1047,7 +1003,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             self._logits = np.clip(logit(q), -_MAX_LOGIT, _MAX_LOGIT)
         else:
             uniforms = rng.random_sample((self.n_mc_samples, N, D))
-            r = (self._step + self.learning_offset) ** (-self.learning_decay)
+            r = _step_size(self._step)
             out = np.empty((N, D))
             if self.inference == "mcvi":
                 _kernels.mcvi_mean_deltas(
@@ -1102,7 +1058,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
 
         Every listed pair of a center, once per end that is a center (weight
         1 for that end's sum, 0 for the other), plus, with "nonlinks",
-        ``n_nonlink_samples`` sampled non-links per center and role with
+        ``_N_NONLINK_SAMPLES`` sampled non-links per center and role with
         weight (the center's number of such non-links) / (number sampled).
         Returns ``lsnd, lrcv, rel, x, w_snd, w_rcv`` (P,), the entities
         ``ents`` behind the local ids and the local ids ``lcen`` of the
@@ -1118,7 +1074,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         w_snd = [np.ones(io.size), np.zeros(ii.size)]
         w_rcv = [np.zeros(io.size), np.ones(ii.size)]
         if store.nonlinks:
-            m = self.n_nonlink_samples
+            m = _N_NONLINK_SAMPLES
             c = np.repeat(centers, m)
             zeros = np.zeros(c.size)
             for as_sender, deg in ((True, store.out_deg), (False, store.in_deg)):
@@ -1155,7 +1111,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
 
         Lists every listed pair of a center once per end that is a center
         (weight 1 for that end's sum, 0 for the other), plus
-        ``n_nonlink_samples`` sampled non-links per center and role with
+        ``_N_NONLINK_SAMPLES`` sampled non-links per center and role with
         weight (its number of non-links) / (number sampled); the Monte Carlo
         kernel of "mcvi" then estimates the centers' coordinate optima
         without bias. The weights then take a damped Newton step on the
@@ -1187,9 +1143,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             w_rcv,
             out,
         )
-        step = (self._visits[centers] + self.learning_offset) ** (
-            -self.learning_decay
-        )
+        step = _step_size(self._visits[centers])
         new = (1.0 - step[:, None]) * self._logits[centers] + step[:, None] * out[
             lcen
         ]
@@ -1200,9 +1154,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         system = self._weight_system(
             store, centers, (lsnd, lrcv, rel, x, w_snd), q, uniforms
         )
-        self._newton_weights(
-            system, (self._step + self.learning_offset) ** (-self.learning_decay)
-        )
+        self._newton_weights(system, _step_size(self._step))
         self._step += 1
 
     def _weight_system(self, store, centers, local, q, uniforms):
@@ -1364,7 +1316,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             self._W,
             self._diag,
             self._elbo_seed,
-            self.n_elbo_samples,
+            _N_ELBO_SAMPLES,
             out,
         )
         kl = _kernels.kl_features(q_fit, self.feature_prior)
@@ -1396,7 +1348,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
                                  classes=getattr(self, "classes_", None))
 
     def _divergence_hint(self):
-        return "Check the input, or raise alpha or learning_offset."
+        return "Check the input, or raise alpha."
 
     def _plateau_band(self, best):
         # Full sweeps move every logit at once (a Jacobi step), which is not
@@ -1438,32 +1390,16 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         used = (q.max(axis=0) - q.min(axis=0)) >= _FEATURE_SPREAD
         n_used = int(used.sum())
         self.n_active_components_ = n_used
-        if n_used < self.n_components / 2:
+        if self.verbose:
+            message = f"{n_used} of {self.n_components} features in use"
             if n_used == 0:
-                remedies = ["n_init > 1", "another init"]
-                if self.inference != "mcvi" or self._diag:
-                    remedies.insert(0, (
-                        "inference='mcvi' with weights='full' (the defaults, "
-                        "which kept their features on weakly assortative "
-                        "networks where this method collapsed; see the User "
-                        "Guide)"))
-                remedy = (
-                    "The fit collapsed: every entity kept nearly the same "
-                    "feature probabilities, and the predictions are those of "
-                    f"the bias alone. Try {', or '.join(remedies)}."
+                # the trivial fixed point: every entity has the same features
+                message += (
+                    ": the fit collapsed (every entity has nearly the same "
+                    "feature probabilities, the predictions are those of the "
+                    "bias alone); try n_init > 1 or another init"
                 )
-            else:
-                remedy = (
-                    "Lower n_components; a feature_prior near 0 also switches "
-                    "features off."
-                )
-            self._warn_unused(
-                n_used,
-                self.n_components,
-                "features",
-                f"q differs by at least {_FEATURE_SPREAD} between two entities",
-                remedy,
-            )
+            self._report(message)
 
     def __getstate__(self):
         state = super().__getstate__()
@@ -1724,10 +1660,7 @@ def _nmf_start(pairs, N, R, D, rng):
     100 iterations of coordinate descent) gives every entity a non-negative
     loading U_id on each of D link patterns, which may overlap, as the
     features do, and q_id = 0.05 + 0.9 U_id / (U_id + mean_i U_id), which
-    keeps the order of the loadings. On the planted networks of
-    the User Guide this recovers the features far better than the spectral
-    partition (one feature per entity) or a random start, from which the
-    ascent stalls in worse optima. Cost O(links D) per NMF iteration.
+    keeps the order of the loadings. Cost O(links D) per NMF iteration.
     """
     from sklearn.decomposition import NMF
 
@@ -1743,6 +1676,11 @@ def _nmf_start(pairs, N, R, D, rng):
     scale = U.mean(axis=0, keepdims=True)
     q = 0.05 + 0.9 * U / (U + np.where(scale > 0, scale, 1.0))
     return q
+
+
+def _step_size(t):
+    """Robbins-Monro step size (t + _LEARNING_OFFSET) ** -_LEARNING_DECAY."""
+    return (t + _LEARNING_OFFSET) ** (-_LEARNING_DECAY)
 
 
 def _probit_curvature(x, eta):

@@ -227,7 +227,8 @@ def _parts(n, work_per_item, min_work):
         return [(0, n)]
     k = part_count(work, min_work)
     edges = np.linspace(0, n, k + 1).astype(np.int64)
-    return [(int(lo), int(hi)) for lo, hi in zip(edges[:-1], edges[1:]) if hi > lo]
+    return [(int(lo), int(hi))
+            for lo, hi in zip(edges[:-1], edges[1:], strict=True) if hi > lo]
 
 
 # Evaluations of log Phi (before the memo's savings) of a pass from which it
@@ -240,7 +241,7 @@ _MIN_PARALLEL_WORK = 4_000_000
 
 
 def expected_pair_log_likelihood(
-    snd, rcv, rel, rkey, rk_ent, rk_rel, x, q, b, W, diag, seed, n_samples, out
+    snd, rcv, rel, rkey, rk_ent, rk_rel, x, q, b, W, diag, seed, n_draws, out
 ):
     """E_q[g(eta)] of every pair by Monte Carlo with common random numbers, nats.
 
@@ -258,14 +259,14 @@ def expected_pair_log_likelihood(
     """
     N, D = q.shape
     P = snd.shape[0]
-    z = np.empty((n_samples, N, D), dtype=np.uint8)
-    codes = np.empty((n_samples, N), dtype=np.int64)
+    z = np.empty((n_draws, N, D), dtype=np.uint8)
+    codes = np.empty((n_draws, N), dtype=np.int64)
     _hashed_samples(q, seed, z, codes)
     R = W.shape[0]
-    parts = _parts(P, n_samples, _MIN_PARALLEL_WORK)
+    parts = _parts(P, n_draws, _MIN_PARALLEL_WORK)
     run_parts(_pair_log_likelihoods, [
         (lo, hi, snd, rcv, rel, x, z, codes, b, W, diag,
-         *_memo((hi - lo) * n_samples, 1, D, R), out)
+         *_memo((hi - lo) * n_draws, 1, D, R), out)
         for lo, hi in parts
     ])
 
@@ -318,11 +319,11 @@ def _pair_log_likelihoods(lo, hi, snd, rcv, rel, x, z, codes, b, W, diag,
         out[p] = total / S
 
 
-def sample_features(q, seed, n_samples):
+def sample_features(q, seed, n_draws):
     """The (S, N, D) samples of :func:`expected_pair_log_likelihood` (for tests)."""
     N, D = q.shape
-    z = np.empty((n_samples, N, D), dtype=np.uint8)
-    _hashed_samples(q, seed, z, np.empty((n_samples, N), dtype=np.int64))
+    z = np.empty((n_draws, N, D), dtype=np.uint8)
+    _hashed_samples(q, seed, z, np.empty((n_draws, N), dtype=np.int64))
     return z.astype(np.float64)
 
 
