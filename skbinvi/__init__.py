@@ -1,7 +1,6 @@
 """skbinvi: scikit-learn compatible variational inference for binary latent
 variables."""
 
-from ._base import UnusedLatentWarning
 from .experts import DiversityMixtureOfExperts
 from .noisy_or import NoisyORFactorizer
 from .relational import LatentFeatureRelational
@@ -12,6 +11,5 @@ __all__ = [
     "DiversityMixtureOfExperts",
     "LatentFeatureRelational",
     "NoisyORFactorizer",
-    "UnusedLatentWarning",
     "__version__",
 ]

@@ -12,7 +12,8 @@ so that the words mean the same thing in every estimator:
   :class:`~sklearn.linear_model.SGDClassifier` with ``tol=None``), except
   that early stopping still stops once the held-out ELBO has not improved
   for ``n_iter_no_change`` iterations;
-- ``n_init``: independent runs, the one with the highest final ELBO is kept;
+- ``n_init``: independent runs, the one with the highest final ELBO is kept
+  (with early stopping, the highest held-out ELBO);
 - ``warm_start``: ``fit`` continues from the fitted state;
 - ``early_stopping`` and ``validation_fraction``: the monitored ELBO is that of
   held-out rows, and the state of the best iteration is kept;
@@ -44,16 +45,7 @@ from threadpoolctl import ThreadpoolController
 
 from ._validation import IntInterval
 
-__all__ = ["BaseVariational", "FIT_LOOP_CONSTRAINTS", "UnusedLatentWarning"]
-
-
-class UnusedLatentWarning(UserWarning):
-    """A fitted model leaves latent variables unused (dead causes, dead gates).
-
-    Issued by :meth:`BaseVariational._warn_unused` with one text for every
-    estimator: how many latent variables are in use, by which criterion, and
-    the remedy.
-    """
+__all__ = ["BaseVariational", "FIT_LOOP_CONSTRAINTS"]
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -339,27 +331,6 @@ class BaseVariational(BaseEstimator):
         )
         return X_train, y_train, X_val, y_val, same
 
-    def _warn_unused(self, n_used, n_total, what, criterion, remedy):
-        """Warn (:class:`UnusedLatentWarning`) that latent variables ended unused.
-
-        Parameters
-        ----------
-        n_used, n_total : int
-            Latent variables in use, and in the model.
-        what : str
-            Their name, plural ("causes", "gates", "features").
-        criterion : str
-            How "in use" is decided, e.g. "prior > 0.01".
-        remedy : str
-            What the user can change.
-        """
-        warnings.warn(
-            f"{type(self).__name__}: only {n_used} of {n_total} {what} are in use "
-            f"({criterion}); the others ended unused. {remedy}",
-            UnusedLatentWarning,
-            stacklevel=_user_stacklevel(),
-        )
-
     def _checked_value(self, value, what, iteration):
         value = float(value)
         if not np.isfinite(value):
@@ -405,7 +376,7 @@ class BaseVariational(BaseEstimator):
             # a best held-out state of other validation rows is not comparable
             self._best_validation_state = None
         n_init = 1 if warm else self.n_init
-        best_elbo, best_state = -np.inf, None
+        best_score, best_state = -np.inf, None
         start = time.perf_counter()
         for init in range(n_init):
             if not warm:
@@ -421,13 +392,19 @@ class BaseVariational(BaseEstimator):
                 self._elbo_per_sample(X, y), "final ELBO", self.n_iter_
             )
             if n_init > 1:
+                # with early stopping the runs are compared on the held-out
+                # ELBO they were stopped on, otherwise on the training ELBO
+                score = (self.best_validation_score_ if X_val is not None
+                         else self.elbo_)
                 if self.verbose:
+                    held_out = (f", best validation ELBO {score:.4f}"
+                                if X_val is not None else "")
                     self._report(
                         f"init {init + 1}/{n_init}: final "
-                        f"{self._value_units(self.elbo_)}"
+                        f"{self._value_units(self.elbo_)}{held_out}"
                     )
-                if best_state is None or self.elbo_ > best_elbo:
-                    best_elbo, best_state = self.elbo_, self._get_state()
+                if best_state is None or score > best_score:
+                    best_score, best_state = score, self._get_state()
         if best_state is not None:
             self._set_state(best_state)
         if not self.converged_ and self._has_stopping_rule():

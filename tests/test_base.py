@@ -166,6 +166,30 @@ def test_n_init_keeps_the_highest_final_elbo(data):
     assert model.elbo_ == pytest.approx(max(finals))
 
 
+def test_n_init_with_early_stopping_keeps_the_best_held_out_run(data):
+    """With early stopping the runs are compared on the held-out ELBO they
+    were stopped on, not on the training ELBO: here the held-out score is
+    made to rank the runs opposite to the training ELBO, and the kept run
+    is the best held-out one (the best training run is the worst held-out)."""
+    runs = []
+
+    class Recorded(ToyGaussianMean):
+        def _elbo_per_sample(self, X, y):
+            value = super()._elbo_per_sample(X, y)
+            return -value if X.size == 40 else value  # the 40 held-out rows
+
+        def _run(self, *args):
+            super()._run(*args)
+            runs.append(self.best_validation_score_)
+
+    model = Recorded(n_init=5, max_iter=2, tol=None, early_stopping=True,
+                     random_state=3)
+    model.fit(data)
+    assert len(runs) == 5 and np.ptp(runs) > 0
+    assert model.best_validation_score_ == max(runs)
+    assert model.best_validation_score_ == np.nanmax(model.validation_scores_)
+
+
 def test_warm_start_continues_the_history(data):
     INIT_LOG.clear()
     model = ToyGaussianMean(max_iter=3, warm_start=True, random_state=0)

@@ -1,7 +1,6 @@
 """The Examples sections of the public docstrings run, print what they show,
-and raise no warning: a user who copies one sees no UnusedLatentWarning or
-ConvergenceWarning (the examples of 0.2.0.dev0 showed both until they were
-made to fit their data)."""
+and raise no warning: a user who copies one sees no ConvergenceWarning or
+any other warning."""
 
 import doctest
 import importlib
