@@ -262,7 +262,7 @@ _COUNT_PARAMETERS = [
     (LatentFeatureRelational(n_components=3),
      ["n_components", "max_iter", "n_mc_samples", "n_init"]),
     (DiversityMixtureOfExperts(n_components=2),
-     ["n_components", "max_iter", "inner_max_iter", "thin"]),
+     ["n_components", "max_iter", "n_mcmc_samples", "burn_in"]),
 ]
 
 

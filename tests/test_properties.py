@@ -17,6 +17,7 @@ tests/test_experts_estimator.py.
 """
 
 import warnings
+from unittest import mock
 
 import numpy as np
 import scipy.sparse as sp
@@ -28,6 +29,7 @@ from skbinvi import (
     LatentFeatureRelational,
     NoisyORFactorizer,
 )
+from skbinvi.experts import _estimator as experts_estimator
 
 SETTINGS = settings(
     max_examples=60,
@@ -232,7 +234,7 @@ def test_experts_property(X, data, inference, prior, n_components, init,
     if inference == "pr":
         prior = "mabn"  # pr regularizes the MABN posterior only (a ValueError)
     model = DiversityMixtureOfExperts(
-        n_components, inference=inference, prior=prior, init=init,
+        n_components, inference=inference, prior=prior,
         diversity_strength=diversity_strength, fit_intercept=fit_intercept,
         max_iter=2, random_state=0,
     )
@@ -240,4 +242,6 @@ def test_experts_property(X, data, inference, prior, n_components, init,
         model.set_params(burn_in=4, n_mcmc_samples=4)
     methods = [("predict_proba", (X,)), ("predict", (X,)), ("transform", (X,)),
                ("score", (X, y)), ("elbo", (X, y))]
-    _exercise(model, X, y, methods)
+    # the start is a private setting (user guide, "Advanced settings")
+    with mock.patch.object(experts_estimator, "_INIT", init):
+        _exercise(model, X, y, methods)

@@ -57,7 +57,7 @@ from ._variational import (
 from ._vmf import vmf_entropy
 
 # iterations of the BMEM-G variational fit that starts "vi" and "pr"
-# (init="bmemg") and the MCMC chain
+# (_INIT = "bmemg") and the MCMC chain
 _BMEMG_INIT_ITER = 10
 # the range of prior_std: sigma^2 and 1 / sigma^2 stay finite with room to spare
 _PRIOR_STD_MIN = 1e-100
@@ -72,30 +72,13 @@ _N_CANDIDATES = 4
 _CANDIDATE_ITER = 10
 # candidates run on at most this many random rows (the basin is chosen there)
 # and the best is continued on the same rows: the start costs O(1) in n, and
-# the vi / pr iterations refine it on all rows. (Full Adult, K = 30: continuing
-# on all 32,561 rows cost about 40% of a 40-iteration fit; final ELBO -12,593
-# nats from it, -12,728 from 4,000 rows, -12,583 from the 2,000 candidate
-# rows. Rerun 2026-11-26, 4,000 rows against the 2,000 candidate rows: final
-# ELBO per sample -0.3914 / -0.3900 / -0.3870 against -0.3838 / -0.3967 /
-# -0.3869 (seeds 0-2), 1.5 s less; binary MNIST on 20 and 50 principal
-# components, K = 10, "vi" and "pr": a higher ELBO in all four fits; Adult
-# 4,000 rows, K = 5: -1,868 / -1,849 against -1,838 / -1,876 nats.)
+# the vi / pr iterations refine it on all rows
 _CANDIDATE_ROWS = 2000
 # the BMEM-G start uses a q that factorizes over the coordinates of every
 # vector (O(nnz K) per step, no p x p matrix) above this many design columns;
-# the full-covariance start costs O(K (sum_n nnz_n^2 + p^3)) per iteration.
-# Measured (K = 10, one thread, default fits, seed 0; start seconds full /
-# factorized, final ELBO per sample, test accuracy): Reuters bodies, acq
-# against the rest, 5,048 rows, the p most frequent words: p = 250 6.6 / 2.2
-# s, -0.2546 / -0.2508, 0.978 / 0.977; p = 500 30.4 / 4.9 s, -0.3051 /
-# -0.3150, 0.983 / 0.983; p = 1,000 109 / 6.0 s, -0.3520 / -0.3534, 0.982
-# both. Below it (moons, circles, xor, sklearn digits, Adult; seeds 0, 1)
-# the two starts end within 0.1 nats per sample and 1.3 points of accuracy,
-# in no consistent direction, and the full one costs at most 0.5 s more.
+# the full-covariance start costs O(K (sum_n nnz_n^2 + p^3)) per iteration,
+# and below this size little more than the factorized one
 _DIAGONAL_START_FEATURES = 200
-# the gates are dead when the mean row entropy of the responsibilities is
-# above this fraction of log K
-_DEAD_GATE_ENTROPY = 0.99
 # an expert is in use when it is the most responsible expert, with
 # responsibility >= (K + 1) / (2 K) (half way from 1/K to 1), for at least this
 # fraction of the training rows
@@ -106,6 +89,30 @@ _GAUSSIAN_MAX_ENTRIES = 20_000_000
 _MAX_ABS_FEATURE = 1e100
 # at most this many kept MCMC samples enter the log joint reported by elbo()
 _MAX_ELBO_DRAWS = 20
+
+# Advanced settings (user guide, "Advanced settings"): research and tuning
+# knobs read at fit time; tests set them with monkeypatch.setattr.
+# start of "vi" and "pr": "bmemg" (a BMEM-G variational fit) or "random"
+# (uniform random mean directions, the start from which the gates can die)
+_INIT = "bmemg"
+# vMF concentration of the mean directions of the "random" start, in (0, 1e8]
+_INIT_CONCENTRATION = 10.0
+# rounds of blockwise gradient steps on q per outer iteration ("vi", "pr")
+_INNER_MAX_ITER = 3
+# gamma >= 0 of Omega = mean(angles) - gamma var(angles) ("pr")
+_ANGLE_VARIANCE_WEIGHT = 0.0
+# alpha_1, alpha_2 > 0: the Gamma(shape, rate) prior of every magnitude
+_MAGNITUDE_SHAPE = 2.0
+_MAGNITUDE_RATE = 0.5
+# keep every _THIN-th sweep after burn-in ("mcmc")
+_THIN = 1
+# initial vMF direction-proposal concentration ("mcmc", MABN) and initial
+# magnitude / random-walk proposal scale; both adapted during burn-in
+_PROPOSAL_CONCENTRATION = 200.0
+_PROPOSAL_SCALE = 0.1
+# Monte Carlo EM iterations learning mu_0 and the Gamma prior after burn-in
+# ("mcmc", MABN); 0: fixed hyper-parameters
+_N_EM_ITER = 0
 
 
 def _diagonal_start(X, K):
@@ -145,7 +152,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
                                 TransformerMixin, BaseVariational):
     r"""Bayesian mixture of experts with a diversity-promoting (mutual angular) prior.
 
-    K logistic-regression experts and a softmax gate ([1]_, BMEM):
+    K logistic-regression experts and a softmax gate (BMEM, [1]_):
 
     .. math::
 
@@ -153,154 +160,97 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         p(y = 1 \mid x, z = k) = \sigma(\beta_k^\top x).
 
     Every expert vector :math:`\beta_k` and gate vector :math:`\eta_k` is a
-    magnitude times a direction, :math:`a = g\,\tilde a` with
-    :math:`g \sim \mathrm{Gamma}(\alpha_1, \alpha_2)`, and the directions of
-    each set follow the mutual angular Bayesian network (MABN): direction i
-    is drawn from a von Mises-Fisher distribution pointing away from the sum
-    of the earlier ones, so the experts (and gates) are pushed apart with
-    strength :math:`\kappa` (``diversity_strength``). Binary classification;
-    more classes are handled one-vs-rest inside the estimator (one mixture
-    per class, probabilities normalized over classes). Read more in the
-    :ref:`User Guide <experts>`.
+    magnitude times a direction, :math:`a = g\,\tilde a`, with
+    :math:`g \sim \mathrm{Gamma}(2, 0.5)`; the directions of each set follow
+    the mutual angular Bayesian network (MABN): direction i is drawn from a
+    von Mises-Fisher distribution pointing away from the sum of the earlier
+    ones, with concentration :math:`\kappa` (``diversity_strength``), so the
+    experts (and the gates) are pushed apart. Binary classification;
+    with more classes one mixture is fitted per class (one-vs-rest) and the
+    probabilities are normalized over the classes. Experts the data do not
+    need are switched off by the fit: ``n_active_components_`` reports how
+    many are in use. Read more in the :ref:`User Guide <experts>`.
 
     Parameters
     ----------
     n_components : int, default=10
-        Number of experts K (and gate vectors).
+        Number of experts K (and of gate vectors), an upper bound on the
+        number the fit uses.
     inference : {"vi", "mcmc", "pr"}, default="vi"
-        - "vi": variational inference with the Type II MABN prior ([1]_
-          supplement section 2): q = vMF x Gamma for every vector, the
-          bounds of the user guide, coordinate ascent.
-        - "mcmc": Metropolis-Hastings with the Type I MABN prior ([1]_
-          supplement section 3): vMF random-walk proposals for the
-          directions, positive-truncated normal proposals for the
-          magnitudes; predictions average over the kept samples.
-        - "pr": posterior regularization ([1]_ supplement section 4): the
-          variational family of "vi" with independent priors (uniform
-          directions, Gamma magnitudes) plus lambda_1 Omega(experts) +
-          lambda_2 Omega(gates), Omega the mutual angular regularizer and
-          lambda_1, lambda_2 = ``expert_regularization``,
-          ``gate_regularization``.
+        - "vi": variational inference with the Type II MABN prior ([1]_,
+          supplement section 2): q = vMF x Gamma for every vector, coordinate
+          ascent on a lower bound of the ELBO.
+        - "mcmc": Metropolis-Hastings with the Type I MABN prior ([1]_,
+          supplement section 3); predictions average over the kept samples.
+        - "pr": posterior regularization ([1]_, supplement section 4): the
+          variational family of "vi" with independent priors, plus
+          ``expert_regularization`` x Omega(experts) + ``gate_regularization``
+          x Omega(gates), Omega the mean pairwise angle.
+
+        "vi" is the fastest; "mcmc" is not held to one optimum and costs
+        more (user guide, "Choosing a method and settings").
     prior : {"mabn", "gaussian"}, default="mabn"
-        "gaussian" is the paper's BMEM-G baseline without diversity: every
-        vector ~ N(0, sigma^2 I), sigma = ``prior_std``. With inference="vi"
-        it is fitted by closed-form variational Bayes (Gaussian q), with
-        "mcmc" by a Gaussian random walk. Not available with inference="pr".
-    init : {"bmemg", "random"}, default="bmemg"
-        Start of "vi" and "pr". "bmemg": a BMEM-G variational fit (the
-        Gaussian-prior "vi"): 4 candidate runs of 10 iterations from small
-        random means on at most 2,000 random rows, the one with the highest
-        ELBO continued for 10 iterations on the same rows (the "vi" / "pr"
-        iterations then use all rows); its posterior means
-        become the mean vectors of q (concentration 2 p, Gamma shape 5), so
-        the experts and gates start apart, where the data put them.
-        "random": uniform random mean directions with concentration
-        ``init_concentration`` and Gamma(5, 5) magnitudes (the start of
-        earlier versions); from it the gates can die (the responsibilities
-        stay at 1/K and the experts merge, as on Adult; user guide,
-        "Starting point"). "mcmc" always starts from the BMEM-G fit, and the
-        Gaussian "vi" from the best of the 4 candidate runs. With more than
-        200 design columns (the features plus the intercept), or when the
-        full covariances would need more than 2e7 entries (K p^2), the
-        BMEM-G start of "vi", "pr" and "mcmc" uses a Gaussian q that
-        factorizes over the coordinates of every vector (diagonal
-        covariances, means by conjugate gradients): O(nnz(X) K) per step and
-        no p x p matrix, against O(K (sum_n nnz_n^2 + p^3)) for the full
-        covariances (user guide, "Starting point").
+        "gaussian": the BMEM-G baseline without diversity, every vector
+        ~ N(0, sigma^2 I) with sigma = ``prior_std``; fitted by closed-form
+        variational Bayes (inference="vi") or a Gaussian random walk
+        ("mcmc"). Not available with inference="pr" (ValueError).
     diversity_strength : float, default=1.0
-        kappa of the MABN prior ("vi", "mcmc"), in [0, 1e8]; 0 means uniform,
-        independent directions. Beyond 1e8 a von Mises-Fisher distribution
-        is a point mass to double precision (angular spread 1e-4 radians),
-        so larger values raise a ``ValueError``. Tune it by cross-validation
-        ([1]_).
+        kappa of the MABN prior ("vi", "mcmc"), in [0, 1e8]: 0 gives uniform,
+        independent directions; larger values push the directions towards a
+        regular simplex. Beyond 1e8 a vMF distribution is a point mass to
+        double precision, so larger values raise a ValueError. Tune it by
+        cross-validation.
     expert_regularization, gate_regularization : float, default=1.0
-        lambda_1, lambda_2 >= 0 of "pr" (nats per radian of Omega).
-    angle_variance_weight : float, default=0.0
-        gamma >= 0 of Omega = mean(angles) - gamma var(angles) ("pr").
-    magnitude_shape, magnitude_rate : float, default=2.0, 0.5
-        alpha_1, alpha_2 > 0: Gamma(shape, rate) prior of every magnitude g
-        (prior mean alpha_1 / alpha_2 = 4).
+        lambda_1, lambda_2 >= 0 of "pr", nats per radian of mean pairwise
+        angle; ignored by "vi" and "mcmc".
     prior_std : float, default=1.0
-        sigma of the Gaussian prior (prior="gaussian", and of the BMEM-G
-        start), in [1e-100, 1e100] (so that sigma^2 and 1 / sigma^2 are
-        finite); values outside raise a ``ValueError``.
+        sigma of the Gaussian prior (prior="gaussian"; also of the BMEM-G fit
+        that starts every method), in [1e-100, 1e100].
     fit_intercept : bool, default=True
-        Append a constant feature to X, so that every expert and gate has an
-        intercept (it is part of the vector the prior acts on). The root of
-        the MABN points along this constant feature.
+        Append a constant feature, so that every expert and gate has an
+        intercept (part of the vector the prior acts on; the root of the MABN
+        points along it).
     max_iter : int, default=100
-        Iterations per run: outer iterations of "vi" / "pr" / Gaussian "vi"
-        (each re-optimizes the bounds' auxiliary parameters, then ascends q),
-        blocks of sweeps for "mcmc" (25 sweeps per block during burn-in and
-        sampling, 50 per Monte Carlo EM iteration), which must cover
-        ``burn_in``, ``n_em_iter`` and ``n_mcmc_samples * thin``.
+        Iterations per run: outer iterations of "vi", "pr" and the Gaussian
+        "vi"; for "mcmc", blocks of 25 sweeps, which must cover ``burn_in``
+        and ``n_mcmc_samples`` (a ConvergenceWarning names the max_iter
+        needed otherwise).
     tol : float or None, default=1e-3
-        "vi", "pr": a run has converged when the ELBO (nats per sample) has
-        not improved on its best value by more than ``tol`` for
-        ``n_iter_no_change`` iterations; with more than two classes the ELBO
-        sums the one-vs-rest problems and ``tol`` applies to each (the sum
-        must improve by more than ``tol`` times the number of classes).
-        None: no convergence test, every run takes ``max_iter`` iterations
-        (no ``ConvergenceWarning``; with early
-        stopping the held-out ELBO's patience rule still applies, with a
-        tolerance of 0), and each iteration's inner ascent all
-        ``inner_max_iter`` rounds. Not used by "mcmc", whose run ends when its
-        schedule of sweeps is done.
+        "vi", "pr", Gaussian "vi": a run has converged when the ELBO (nats per
+        sample) has not improved on its best value by more than ``tol`` for
+        ``n_iter_no_change`` iterations; with n > 2 classes the ELBO sums n
+        one-vs-rest problems and must improve by ``tol`` x n. None: no
+        convergence test and no ConvergenceWarning, every run takes
+        ``max_iter`` iterations (with ``early_stopping`` the patience rule
+        applies with a tolerance of 0). Not used by "mcmc", whose run ends
+        with its schedule.
     n_iter_no_change : int, default=3
         Patience of the ``tol`` rule.
     n_init : int, default=1
-        Independent runs (each with its own random start); the run with the
+        Independent runs, each from its own random start; the run with the
         highest final ``elbo_`` is kept.
     warm_start : bool, default=False
-        Continue from the fitted state ("vi", "pr": q, whose auxiliaries for
-        the rows given are recomputed at the start, as the fitted model does
-        not keep them; "mcmc": the chain, which draws ``n_mcmc_samples`` new
-        samples).
+        Continue from the fitted state ("vi", "pr": q; "mcmc": the chain,
+        which draws ``n_mcmc_samples`` new samples) on data with the same
+        features and classes.
     early_stopping : bool, default=False
-        Hold out ``validation_fraction`` of the rows, monitor their ELBO and
-        keep the best iteration's state ("vi", "pr"; "mcmc", whose samples
-        follow a fixed schedule, raises a ValueError).
+        Hold out ``validation_fraction`` of the rows, monitor
+        their ELBO and keep the best iteration's state ("vi", "pr"; "mcmc"
+        raises a ValueError).
     validation_fraction : float, default=0.1
         Fraction of rows held out by ``early_stopping``.
-    inner_max_iter : int, default=3
-        Rounds of blockwise gradient steps on q per outer iteration ("vi", "pr").
-    init_concentration : float, default=10.0
-        Variational vMF concentration of the random start (init="random"),
-        in (0, 1e8]: beyond 1e8 a direction is a point to double precision
-        (the bound every concentration of the fit keeps).
     n_mcmc_samples : int, default=200
-        Kept MCMC samples ("mcmc").
+        Kept MCMC sweeps ("mcmc").
     burn_in : int, default=1000
-        MCMC sweeps discarded first; during burn-in the proposal scales of
-        every vector (direction concentration, magnitude or random-walk step)
-        are adapted every 25 sweeps towards an acceptance rate of 0.3 from
-        that vector's own acceptance rate, then frozen. On the two-regime
-        task of the user guide the log joint density still rises by about 70
-        nats between sweeps 300 and 1,000 and is flat after (the earlier
-        default of 300 kept samples from the climb: 0.890 against 0.902
-        test accuracy).
-    thin : int, default=1
-        Keep every ``thin``-th sweep after burn-in.
-    proposal_concentration : float, default=200.0
-        Initial concentration of the vMF direction proposal ("mcmc", MABN).
-    proposal_scale : float, default=0.1
-        Initial standard deviation of the magnitude proposal (MABN) or of the
-        Gaussian random walk (prior="gaussian").
-    n_em_iter : int, default=0
-        "mcmc" with the MABN prior: after the burn-in, learn the root
-        direction mu_0 and the Gamma prior (``magnitude_shape``,
-        ``magnitude_rate`` are then the starting values) by this many Monte
-        Carlo EM iterations of 50 sweeps each ([1]_ supplement section 3),
-        then sample with the learned values after 25 more burn-in sweeps.
-        0: fixed hyper-parameters. Ignored by the other settings.
+        MCMC sweeps discarded first ("mcmc"); during them the proposal scale
+        of every vector is adapted every 25 sweeps towards an acceptance
+        rate of 0.3, then frozen.
     random_state : int, RandomState instance or None, default=None
-        Seed of the starts ("vi", "pr", BMEM-G) and of the chain ("mcmc").
+        Seed of the starts and of the chain.
     verbose : int, default=0
-        >= 1: one line per iteration (ELBO in nats per sample, elapsed
-        seconds), in the format every estimator of the package uses;
-        "mcmc": one line per block of sweeps, with the log joint density
-        (nats per sample, the value of ``elbo_history_``) in place of the
-        ELBO.
+        >= 1: one line per iteration (the ELBO, or for "mcmc" the log joint
+        density, in nats per sample, and elapsed seconds), and at the end
+        the experts in use and the responsibility entropy.
 
     Attributes
     ----------
@@ -311,16 +261,15 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
     feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Names of the features, when X has string column names.
     expert_coef_ : ndarray of shape (n_problems, K, n_features)
-        Posterior means of the expert weights beta_k (without the intercept);
-        ``n_problems`` is 1 for two classes (the mixture of
-        ``classes_[1]`` against ``classes_[0]``) and ``n_classes`` otherwise
-        (one-vs-rest), whatever the number of classes the shapes have this
-        form (as ``LogisticRegression.coef_``).
+        Posterior means of the expert weights (without the intercept);
+        ``n_problems`` is 1 for two classes (``classes_[1]`` against
+        ``classes_[0]``), else ``n_classes`` (one-vs-rest).
     expert_intercept_ : ndarray of shape (n_problems, K)
-        Their intercepts (zero without ``fit_intercept``).
+        Their intercepts (0 without ``fit_intercept``).
     gate_coef_ : ndarray of shape (n_problems, K, n_features)
-        Posterior means of the gate vectors eta_k.
+        Posterior means of the gate vectors.
     gate_intercept_ : ndarray of shape (n_problems, K)
+        Their intercepts.
     expert_angle_mean_, expert_angle_var_ : ndarray of shape (n_problems,)
         Mean and variance of the pairwise non-obtuse angles (radians, in
         [0, pi/2]) between the posterior mean expert vectors (intercept
@@ -328,38 +277,35 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
     gate_angle_mean_, gate_angle_var_ : ndarray of shape (n_problems,)
         The same for the gate vectors.
     expert_usage_ : ndarray of shape (n_problems, K)
-        Fraction of the training rows for which expert k is the most
-        responsible one with responsibility p(z = k | x, y) >= (K + 1) / (2 K),
-        half way from 1/K to 1 (the responsibilities at the posterior mean
-        vectors).
+        Fraction of the training rows whose most responsible expert is k with
+        responsibility p(z = k | x, y) >= (K + 1) / (2 K) (half way from 1/K
+        to 1), at the posterior mean vectors.
     n_active_components_ : ndarray of int of shape (n_problems,)
-        Number of experts whose usage is at least 1% of the rows (at least 1).
+        Experts in use: those with ``expert_usage_`` >= 0.01 (at least 1).
+        Fewer than K is the prior at work, not a failure.
     responsibility_entropy_ : ndarray of shape (n_problems,)
-        Mean row entropy of the responsibilities divided by log K, in [0, 1]:
-        1 means every row is shared equally, the gates are dead and the
-        experts act as one (an :class:`~skbinvi._base.UnusedLatentWarning`
-        is issued above 0.99, and also when ``n_active_components_`` < K).
-        NaN for K = 1.
+        Mean row entropy of the responsibilities over log K, in [0, 1]; near
+        1 the gates are dead (every row shared equally, the experts act as
+        one). NaN for K = 1.
     elbo_ : float
-        "vi": the ELBO lower bound of the training rows at the end, nats per
-        sample, summed over the one-vs-rest problems; "pr": the
-        posterior-regularized objective (the ELBO with independent priors
-        plus the weighted Omega terms); Gaussian "vi": the BMEM-G ELBO;
-        "mcmc": the log joint density log p(y, beta, eta | X) per sample,
-        averaged over (up to 20 of) the kept samples: the chain has no ELBO.
+        Training objective at the end, nats per sample, summed over the
+        one-vs-rest problems: "vi" and Gaussian "vi" the ELBO lower bound,
+        "pr" the posterior-regularized objective, "mcmc" the log joint
+        density log p(y, beta, eta | X) averaged over (up to 20 of) the kept
+        samples.
     elbo_history_ : ndarray of shape (``n_iter_``,)
-        The same quantity after every iteration ("mcmc": averaged over the
-        sweeps of every block, burn-in included), nats per sample; it never
-        decreases for "vi", "pr" and the Gaussian "vi".
+        The same after every iteration ("mcmc": averaged over the sweeps of
+        each block, burn-in included); never decreasing for "vi", "pr" and
+        the Gaussian "vi".
     n_iter_ : int
         Iterations (blocks of sweeps for "mcmc") of the kept run.
     converged_ : bool
-        "vi", "pr": the ``tol`` rule was met; "mcmc": the schedule of sweeps
-        was completed within ``max_iter`` blocks.
+        "vi", "pr": the ``tol`` rule was met; "mcmc": the schedule was
+        completed within ``max_iter`` blocks.
     validation_scores_ : ndarray of shape (``n_iter_``,) or None
-        Held-out ELBO per iteration with ``early_stopping``; NaN for
-        iterations without one (a ``warm_start`` history from before early
-        stopping).
+        Held-out ELBO per iteration with ``early_stopping``, else None.
+    best_validation_score_ : float or None
+        Best value of ``validation_scores_``, else None.
     log_posterior_trace_ : ndarray of shape (n_problems, n_sweeps)
         "mcmc": the log joint density (nats, total) after every sweep.
     acceptance_rates_ : list of dict
@@ -367,36 +313,38 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
     expert_samples_, gate_samples_ : ndarray of shape (n_problems, S, K, p)
         "mcmc": the kept samples, S = ``n_mcmc_samples``, p = n_features +
         fit_intercept (intercept last).
-    prior_hyperparameters_ : list of dict
-        "mcmc" with ``n_em_iter > 0``: the learned ``mu0`` (unit vector of
-        length n_features + fit_intercept), ``magnitude_shape`` and
-        ``magnitude_rate``, per problem.
     fit_time_ : float
         Wall-clock training time in seconds.
 
     See Also
     --------
     sklearn.linear_model.LogisticRegression : one expert.
+    sklearn.mixture.BayesianGaussianMixture : a Bayesian mixture that also
+        switches off the components the data do not need.
 
     Notes
     -----
-    Costs per outer iteration of "vi" / "pr" on sparse X: O(sum_n nnz_n^2 K)
-    to form the bounds' sufficient statistics, then O(K p^2) per inner
-    evaluation; memory O(K p^2 + n K). Without the statistics, when K p^2 >
-    2e7, p^2 > 3 nnz(X) or rows have more than 256 non-zeros on average:
-    O(nnz(X) K) per evaluation, memory O(n K + K p). The BMEM-G start
-    (``init="bmemg"``) costs O(K (sum_n nnz_n^2 + p^3)) per iteration on
-    at most 2,000 rows with full covariances, O(nnz K) per
-    conjugate-gradient step with the factorized q used above 200 design
-    columns (the bodies' 1,000 most frequent words, K = 10: 109 against 6
-    s for the start). "mcmc":
-    O(nnz(X) + n K) per proposal, 4 K proposals per sweep. Features should
-    be on a common scale (binary, or standardized): the prior is isotropic.
+    Features must be on a common scale (binary, or standardized, e.g. with
+    :class:`~sklearn.preprocessing.StandardScaler` in a pipeline): the prior
+    is isotropic, and entries beyond 1e100 in magnitude raise a ValueError.
 
-    Errors in the printed equations of [1]_ and how the code handles them
-    are listed in the user guide; the Type II log-normalizer bound of the
-    supplement (Lemma 1) is not a valid bound for p >= 19 and is replaced by
-    a valid convex chord bound.
+    Every method starts from a short BMEM-G variational fit (Gaussian prior)
+    on at most 2,000 random rows, the best of 4 candidates, so the experts
+    and gates start apart where the data put them; above 200 design columns
+    (or when K p^2 > 2e7) that fit uses a q factorized over coordinates, with
+    no p x p matrix. Costs per outer iteration of "vi" / "pr": O(sum_n nnz_n^2
+    K) to form the bounds' sufficient statistics, then O(K p^2) per inner
+    evaluation, memory O(K p^2 + n K); without the statistics (K p^2 > 2e7,
+    p^2 > 3 nnz(X) or more than 256 non-zeros per row), O(nnz(X) K) per
+    evaluation and memory O(n K + K p). "mcmc": O(nnz(X) + n K) per proposal,
+    4 K proposals per sweep. prior="gaussian" stores K p x p covariances and
+    raises a ValueError above 2e7 entries.
+
+    The Type II log-normalizer bound of the supplement of [1]_ (Lemma 1) is
+    not a valid bound for p >= 19 and is replaced by a convex chord bound;
+    the other corrections to the printed equations are listed in the user
+    guide. The settings of the start, the inner ascent, the magnitude prior
+    and the MCMC proposals are fixed (user guide, "Advanced settings").
 
     References
     ----------
@@ -433,23 +381,13 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         "n_components": [IntInterval(1, None, closed="left")],
         "inference": [StrOptions({"vi", "mcmc", "pr"})],
         "prior": [StrOptions({"mabn", "gaussian"})],
-        "init": [StrOptions({"bmemg", "random"})],
         "diversity_strength": [Interval(Real, 0, KAPPA_MAX, closed="both")],
         "expert_regularization": [Interval(Real, 0, None, closed="left")],
         "gate_regularization": [Interval(Real, 0, None, closed="left")],
-        "angle_variance_weight": [Interval(Real, 0, None, closed="left")],
-        "magnitude_shape": [Interval(Real, 0, None, closed="neither")],
-        "magnitude_rate": [Interval(Real, 0, None, closed="neither")],
         "prior_std": [Interval(Real, _PRIOR_STD_MIN, _PRIOR_STD_MAX, closed="both")],
         "fit_intercept": ["boolean"],
-        "inner_max_iter": [IntInterval(1, None, closed="left")],
-        "init_concentration": [Interval(Real, 0, KAPPA_MAX, closed="right")],
         "n_mcmc_samples": [IntInterval(1, None, closed="left")],
         "burn_in": [IntInterval(0, None, closed="left")],
-        "thin": [IntInterval(1, None, closed="left")],
-        "proposal_concentration": [Interval(Real, 0, None, closed="left")],
-        "proposal_scale": [Interval(Real, 0, None, closed="neither")],
-        "n_em_iter": [IntInterval(0, None, closed="left")],
     }
 
     def __init__(
@@ -458,13 +396,9 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         *,
         inference="vi",
         prior="mabn",
-        init="bmemg",
         diversity_strength=1.0,
         expert_regularization=1.0,
         gate_regularization=1.0,
-        angle_variance_weight=0.0,
-        magnitude_shape=2.0,
-        magnitude_rate=0.5,
         prior_std=1.0,
         fit_intercept=True,
         max_iter=100,
@@ -474,27 +408,17 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         warm_start=False,
         early_stopping=False,
         validation_fraction=0.1,
-        inner_max_iter=3,
-        init_concentration=10.0,
         n_mcmc_samples=200,
         burn_in=1000,
-        thin=1,
-        proposal_concentration=200.0,
-        proposal_scale=0.1,
-        n_em_iter=0,
         random_state=None,
         verbose=0,
     ):
         self.n_components = n_components
         self.inference = inference
         self.prior = prior
-        self.init = init
         self.diversity_strength = diversity_strength
         self.expert_regularization = expert_regularization
         self.gate_regularization = gate_regularization
-        self.angle_variance_weight = angle_variance_weight
-        self.magnitude_shape = magnitude_shape
-        self.magnitude_rate = magnitude_rate
         self.prior_std = prior_std
         self.fit_intercept = fit_intercept
         self.max_iter = max_iter
@@ -504,14 +428,8 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         self.warm_start = warm_start
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
-        self.inner_max_iter = inner_max_iter
-        self.init_concentration = init_concentration
         self.n_mcmc_samples = n_mcmc_samples
         self.burn_in = burn_in
-        self.thin = thin
-        self.proposal_concentration = proposal_concentration
-        self.proposal_scale = proposal_scale
-        self.n_em_iter = n_em_iter
         self.random_state = random_state
         self.verbose = verbose
 
@@ -557,14 +475,11 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Training inputs (finite; dense, or sparse converted to float64
-            CSR). Dense and sparse X are handled by different kernels, which
-            round differently: the same data as an array and as a CSR matrix
-            give fits that agree to rounding error at first, but an
-            accept-or-reject test of the ascent (user guide, "The algorithm")
-            can then go the other way and the non-convex fit end at another
-            nearby optimum (``make_classification(200, 5)``, K = 3: predicted
-            probabilities within 0.03, training ELBO -0.5786 against -0.5827).
+            Training inputs, finite, on a common scale (dense, or sparse
+            converted to float64 CSR). Dense and sparse X are handled by
+            kernels that round differently: the same data in both forms give
+            fits that agree to rounding error at first, but the non-convex
+            fit can then end at another nearby optimum.
         y : array-like of shape (n_samples,)
             Class labels, at least two classes.
 
@@ -580,18 +495,18 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
             magnitude, has a shape that does not match y, if y is continuous
             or has one class only, if inference="pr" is combined with
             prior="gaussian", if prior="gaussian" would need more than 2e7
-            covariance entries (K p^2), if ``warm_start`` meets data of
-            another shape or classes, or if a parameter is out of range.
+            covariance entries (K p^2), if inference="mcmc" is combined with
+            ``early_stopping``, if the MABN prior would have directions in
+            fewer than 2 dimensions (one feature, no intercept), if
+            ``warm_start`` meets data of another shape or classes, or if a
+            parameter is out of range.
 
         Warns
         -----
         ConvergenceWarning
             If a run stops at ``max_iter`` before meeting ``tol`` (or, for
-            "mcmc", before finishing its sweeps).
-        UnusedLatentWarning
-            If the gates die: the mean row entropy of the responsibilities is
-            above 0.99 log K (``responsibility_entropy_``); otherwise, if some
-            experts are not in use (``n_active_components_`` < K).
+            "mcmc", before finishing its sweeps). Experts left unused are not
+            warned about: see ``n_active_components_`` and ``expert_usage_``.
         """
         if self.inference == "pr" and self.prior == "gaussian":
             raise ValueError(
@@ -650,13 +565,13 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         """(ObjectiveConfig, (lambda_1, lambda_2), PriorConstants) of "vi" / "pr"."""
         if self.inference == "vi":
             cfg = ObjectiveConfig("vi", float(self.diversity_strength), self._mu0(p),
-                                  float(self.magnitude_shape),
-                                  float(self.magnitude_rate), 0.0)
+                                  float(_MAGNITUDE_SHAPE),
+                                  float(_MAGNITUDE_RATE), 0.0)
             lams = (0.0, 0.0)
         else:
-            cfg = ObjectiveConfig("pr", 0.0, self._mu0(p), float(self.magnitude_shape),
-                                  float(self.magnitude_rate),
-                                  float(self.angle_variance_weight))
+            cfg = ObjectiveConfig("pr", 0.0, self._mu0(p), float(_MAGNITUDE_SHAPE),
+                                  float(_MAGNITUDE_RATE),
+                                  float(_ANGLE_VARIANCE_WEIGHT))
             lams = (float(self.expert_regularization), float(self.gate_regularization))
         return cfg, lams, prior_constants(cfg, self.n_components, p)
 
@@ -764,11 +679,11 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
             if kind == "gaussian":
                 self._states.append(self._gaussian_start(X, yc, rng, 0))
             elif kind == "vmf":
-                means = self._bmemg_start(X, yc, rng) if self.init == "bmemg" else None
+                means = self._bmemg_start(X, yc, rng) if _INIT == "bmemg" else None
                 self._start = "random" if means is None else "bmemg"
                 if means is None:
-                    beta = _init_params(K, p, rng, self.init_concentration, 1.0)
-                    eta = _init_params(K, p, rng, self.init_concentration, 1.0)
+                    beta = _init_params(K, p, rng, _INIT_CONCENTRATION, 1.0)
+                    eta = _init_params(K, p, rng, _INIT_CONCENTRATION, 1.0)
                 else:
                     beta, eta = (params_from_vectors(m) for m in means)
                 state = VariationalState(beta, eta)
@@ -810,9 +725,9 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
             state.aux = None  # the objective changed with kappa
             variational_iteration(X, y, sq, state, cfg_t,
                                   prior_constants(cfg_t, self.n_components, p), lams,
-                                  self.inner_max_iter, use_stats, 0.0)
+                                  _INNER_MAX_ITER, use_stats, 0.0)
             variational_iteration(X, y, sq, direct, cfg, consts, lams,
-                                  self.inner_max_iter, use_stats, 0.0)
+                                  _INNER_MAX_ITER, use_stats, 0.0)
         annealed = objective_and_aux(X, y, sq, state.beta, state.eta, cfg, consts,
                                      lams)[0]
         if direct.value > annealed:
@@ -827,13 +742,13 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         for v in (beta, eta):  # MABN directions need non-zero vectors
             v[np.linalg.norm(v, axis=1) == 0, -1] = 1e-3
         return dict(beta=beta, eta=eta,
-                    kappa_hat=np.full((2, K), float(self.proposal_concentration)),
-                    scale=np.full((2, K), float(self.proposal_scale)),
+                    kappa_hat=np.full((2, K), float(_PROPOSAL_CONCENTRATION)),
+                    scale=np.full((2, K), float(_PROPOSAL_SCALE)),
                     burned=0, em_done=0, post_em=False, kept_beta=[], kept_eta=[],
                     kept_sweeps=0, accepted={}, trace=[], hyper=None)
 
     def _mcmc_prior(self, p, hyper=None):
-        mu0, a1, a2 = ((self._mu0(p), self.magnitude_shape, self.magnitude_rate)
+        mu0, a1, a2 = ((self._mu0(p), _MAGNITUDE_SHAPE, _MAGNITUDE_RATE)
                        if hyper is None else hyper)
         return dict(prior=self.prior, kappa=self.diversity_strength, mu0=mu0,
                     alpha1=a1, alpha2=a2, sigma=self.prior_std)
@@ -841,7 +756,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
     def _mcmc_block(self, X, y, rng, st):
         """One block of sweeps of the schedule; returns the mean log joint (nats)."""
         p = X.shape[1]
-        em = self.prior == "mabn" and self.n_em_iter > 0
+        em = self.prior == "mabn" and _N_EM_ITER > 0
         if st["kept_sweeps"] >= self.n_mcmc_samples:  # warm start: a new set of samples
             st.update(kept_beta=[], kept_eta=[], kept_sweeps=0, accepted={})
         common = dict(direction_concentration=st["kappa_hat"],
@@ -856,7 +771,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
             st["kappa_hat"], st["scale"] = adapt_proposals(
                 st["kappa_hat"], st["scale"], res.vector_acceptance_rates, self.prior)
             st["burned"] += block
-        elif em and st["em_done"] < self.n_em_iter:  # Monte Carlo EM iteration
+        elif em and st["em_done"] < _N_EM_ITER:  # Monte Carlo EM iteration
             res = run_metropolis_hastings(X, y, self.n_components,
                                           n_samples=2 * ADAPT_BLOCK, burn_in=0, thin=1,
                                           **common)
@@ -871,7 +786,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         else:  # kept samples
             m = min(ADAPT_BLOCK, self.n_mcmc_samples - st["kept_sweeps"])
             res = run_metropolis_hastings(X, y, self.n_components, n_samples=m,
-                                          burn_in=0, thin=self.thin, **common)
+                                          burn_in=0, thin=_THIN, **common)
             st["kept_beta"].append(res.beta_samples)
             st["kept_eta"].append(res.eta_samples)
             st["kept_sweeps"] += m
@@ -889,12 +804,12 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
             sq = row_norms(X, squared=True)
             cfg, lams, consts = self._objective_config(X.shape[1])
             use_stats = _use_statistics(X, self.n_components, "auto")
-            # tol=None (no tolerance): every one of the inner_max_iter rounds
+            # tol=None (no tolerance): every one of the _INNER_MAX_ITER rounds
             inner_tol = 0.1 * (self._stopping_tol() or 0.0) * n
         for yc, st in zip(self._targets(y), self._states, strict=True):
             if kind == "vmf":
                 total += variational_iteration(X, yc, sq, st, cfg, consts, lams,
-                                               self.inner_max_iter, use_stats,
+                                               _INNER_MAX_ITER, use_stats,
                                                inner_tol)
             elif kind == "gaussian":
                 total += gaussian_iteration(X, yc, row_norms(X, squared=True), st,
@@ -911,15 +826,15 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         if self._kind() != "mcmc":
             return super()._not_converged_message()
         kept = min(st["kept_sweeps"] for st in self._states)
-        em = self.prior == "mabn" and self.n_em_iter > 0
-        blocks = (-(-self.burn_in // ADAPT_BLOCK) + (self.n_em_iter + 1 if em else 0)
+        em = self.prior == "mabn" and _N_EM_ITER > 0
+        blocks = (-(-self.burn_in // ADAPT_BLOCK) + (_N_EM_ITER + 1 if em else 0)
                   + -(-self.n_mcmc_samples // ADAPT_BLOCK))
         return (
             f"{type(self).__name__}: max_iter={self.max_iter} blocks of sweeps ended "
             f"the chain before its schedule did: {kept} of n_mcmc_samples="
             f"{self.n_mcmc_samples} samples kept. From a new start the schedule "
             f"(burn_in={self.burn_in} sweeps"
-            f"{f', n_em_iter={self.n_em_iter}' if em else ''}"
+            f"{f', {_N_EM_ITER} Monte Carlo EM iterations' if em else ''}"
             f", then the kept samples, {ADAPT_BLOCK} per block) needs max_iter >= "
             f"{blocks}: increase max_iter.")
 
@@ -997,7 +912,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
 
     def _divergence_hint(self):
         return ("Standardize the features (the prior is isotropic), or lower "
-                "prior_std / magnitude_rate.")
+                "prior_std.")
 
     def _after_fit(self, X, y):
         # The training rows' auxiliary bound parameters (c_n, d_nj, phi, xi),
@@ -1048,14 +963,15 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
                                       for st in self._states]
             self.expert_samples_ = np.stack(self._experts)
             self.gate_samples_ = np.stack(self._gates)
-            if self.prior == "mabn" and self.n_em_iter > 0:
+            if self.prior == "mabn" and _N_EM_ITER > 0:
                 self.prior_hyperparameters_ = [
                     dict(mu0=st["hyper"][0], magnitude_shape=st["hyper"][1],
                          magnitude_rate=st["hyper"][2]) if st["hyper"] is not None
                     else None for st in self._states]
 
     def _expert_use(self, X, y, mean_e, mean_g):
-        """expert_usage_, n_active_components_, responsibility_entropy_; warnings."""
+        """expert_usage_, n_active_components_, responsibility_entropy_ (and a
+        verbose line): what the fit chose, reported, not warned about."""
         K = self.n_components
         usage, entropy = [], []
         for yc, e, g in zip(self._targets(y), mean_e, mean_g, strict=True):
@@ -1069,41 +985,12 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         self.n_active_components_ = np.maximum(
             1, np.sum(self.expert_usage_ >= _USE_SHARE, axis=1)).astype(int)
         self.responsibility_entropy_ = np.array(entropy)
-        dead = self.responsibility_entropy_ > _DEAD_GATE_ENTROPY
-        if np.any(dead):
-            self._warn_unused(
-                1, K, "experts",
-                f"the gates died: the responsibilities are uniform, mean row entropy "
-                f"{np.nanmax(self.responsibility_entropy_):.3f} log K > "
-                f"{_DEAD_GATE_ENTROPY} log K, and every expert solves the same problem",
-                self._dead_gate_remedy())
-        elif K > 1 and np.any(self.n_active_components_ < K):
-            where = ""
-            if self.n_active_components_.size > 1:
-                counts = self.n_active_components_.tolist()
-                where = (" in the one-vs-rest problem that uses the fewest "
-                         f"(n_active_components_ = {counts})")
-            remedy = ("The data may not need that many experts, or the fit ended in "
-                      "a local optimum that uses fewer than the model would reward: "
-                      "compare elbo_ across n_components and several n_init")
-            if self.inference != "mcmc":
-                remedy += (", and the held-out accuracy of inference='mcmc', which "
-                           "is not held to one optimum")
-            self._warn_unused(
-                int(self.n_active_components_.min()), K, "experts",
-                "an expert is in use when it is the most responsible one, with "
-                "responsibility >= (K + 1) / (2 K), for >= 1% of the training rows"
-                f"{where}; expert_usage_ has the shares",
-                remedy + "." + self._price_note(X.shape))
-
-    def _dead_gate_remedy(self):
-        """The remedy the dead-gate warning names, by the start this fit used."""
-        if getattr(self, "_start", None) == "random":
-            return ("Use init='bmemg' (the default), several n_init, or a smaller "
-                    "n_components.")
-        return ("Even from the BMEM-G start: try several n_init, a smaller "
-                "n_components, or fewer features (e.g. PCA or TruncatedSVD in a "
-                "Pipeline), or inference='mcmc'.")
+        if self.verbose:
+            self._report(
+                f"experts in use: n_active_components_ = "
+                f"{self.n_active_components_.tolist()} of n_components = {K}; "
+                f"responsibility_entropy_ = "
+                f"{np.round(self.responsibility_entropy_, 3).tolist()}")
 
     def _concentration_price(self):
         """KL(q || uniform direction) of each expert's and its gate's direction.
@@ -1125,25 +1012,6 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
             out.append(sum(uniform - np.asarray(vmf_entropy(p, q.kappa), dtype=float)
                            for q in (st.beta, st.eta)))
         return np.array(out)
-
-    def _price_note(self, shape):
-        """The warning's sentence on the price of an expert in use ("" if none)."""
-        price = self._concentration_price()
-        used = self.expert_usage_ >= _USE_SHARE
-        if price is None or not np.any(used):
-            return ""
-        n, p = shape
-        each = float(np.mean(price[used]))
-        return (
-            f" Each expert in use pays about {each:.0f} nats ({each / n:.3f} per "
-            f"training row) in the ELBO for the concentration of its expert and "
-            f"gate directions (the KL of their q from a uniform direction), a price "
-            f"that grows with the number of features ({p} here"
-            f"{', with the intercept' if self.fit_intercept else ''}): another "
-            f"expert must gain more than that in expected "
-            f"log-likelihood. With many features, projecting onto fewer (e.g. PCA "
-            f"or TruncatedSVD, then StandardScaler, in a Pipeline) or more rows "
-            f"let more experts live (user guide, 'Many features').")
 
     # ---------------------------------------------------------------- predict
     def _check_X(self, X):
