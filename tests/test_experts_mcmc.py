@@ -10,6 +10,7 @@ proposal (with and without it), and a one-expert posterior against a grid.
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _reference import experts as REF
 from numpy.testing import assert_allclose
 from scipy import integrate, special, stats
 
@@ -192,7 +193,7 @@ def test_sampler_without_data_samples_mabn_prior():
 
 
 @pytest.mark.slow
-def test_truncation_correction_is_needed():
+def test_truncation_correction_is_needed(monkeypatch):
     # small shape, large proposal scale: many proposals near 0 are truncated.
     # [D] Without the factor Phi(g/s)/Phi(g'/s) the kernel is in detailed
     # balance with pi(g) Phi(g/s) instead of pi(g) (Gamma(0.7, 1) mean 0.70,
@@ -205,7 +206,9 @@ def test_truncation_correction_is_needed():
     X0, y0 = np.empty((0, 2)), np.empty(0)
     target = stats.gamma(0.7, scale=1.0).cdf
     good = M.run_metropolis_hastings(X0, y0, 1, **kw)
-    bad = M.run_metropolis_hastings(X0, y0, 1, _truncation_correction=False, **kw)
+    with monkeypatch.context() as mp:  # drop the factor Phi(g / s) / Phi(g' / s)
+        mp.setattr(M, "truncated_normal_log_hastings_ratio", lambda *args: 0.0)
+        bad = M.run_metropolis_hastings(X0, y0, 1, **kw)
     g_good = np.linalg.norm(good.beta_samples[:, 0], axis=1)
     g_bad = np.linalg.norm(bad.beta_samples[:, 0], axis=1)
     assert stats.kstest(g_good, target).pvalue > P_MIN
@@ -384,7 +387,7 @@ def _row_logliks(X, y, b, e):
 @pytest.mark.parametrize("prior", ["mabn", "gaussian"])
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("K", [1, 3])
-def test_fast_loglik_trace_matches_reference(prior, sparse, K):
+def test_fast_loglik_trace_matches_reference(prior, sparse, K, monkeypatch):
     X, y = _data(n=300, p=5, seed=13)
     X[:, -1] = 1.0
     Xs = sp.csr_matrix(X) if sparse else X
@@ -396,7 +399,8 @@ def test_fast_loglik_trace_matches_reference(prior, sparse, K):
             X @ res.beta_samples[t].T, X @ res.eta_samples[t].T, y.astype(float))
         assert_allclose(res.log_likelihood[t], ref, rtol=1e-12)
     # the same chain as with the NumPy reference likelihood
-    ref_run = M.run_metropolis_hastings(Xs, y, K, _reference_likelihood=True, **kw)
+    monkeypatch.setattr(M, "_FastLikelihood", REF._ReferenceLikelihood)
+    ref_run = M.run_metropolis_hastings(Xs, y, K, **kw)
     assert res.acceptance_rates == ref_run.acceptance_rates
     assert_allclose(res.beta_samples, ref_run.beta_samples, rtol=1e-12, atol=1e-14)
     assert_allclose(res.eta_samples, ref_run.eta_samples, rtol=1e-12, atol=1e-14)
@@ -404,7 +408,7 @@ def test_fast_loglik_trace_matches_reference(prior, sparse, K):
 
 
 @pytest.mark.parametrize("prior", ["mabn", "gaussian"])
-def test_fast_loglik_extreme_projections(prior):
+def test_fast_loglik_extreme_projections(prior, monkeypatch):
     # |beta^T x| and |eta^T x| in the hundreds to thousands: rows whose sums
     # underflow (log space fallback) and gate logits that jump by more than
     # the cache shift (row resets) must not change the chain
@@ -415,7 +419,8 @@ def test_fast_loglik_extreme_projections(prior):
     kw = dict(prior=prior, n_samples=20, burn_in=0, random_state=4, init=init,
               direction_concentration=5.0, magnitude_scale=3.0, gaussian_scale=3.0)
     res = M.run_metropolis_hastings(X, y, 3, **kw)
-    ref = M.run_metropolis_hastings(X, y, 3, _reference_likelihood=True, **kw)
+    monkeypatch.setattr(M, "_FastLikelihood", REF._ReferenceLikelihood)
+    ref = M.run_metropolis_hastings(X, y, 3, **kw)
     assert res.acceptance_rates == ref.acceptance_rates
     assert_allclose(res.beta_samples, ref.beta_samples, rtol=1e-12, atol=1e-13)
     assert_allclose(res.log_likelihood, ref.log_likelihood, rtol=1e-12)
@@ -434,7 +439,7 @@ def test_fast_likelihood_kernels_against_reference_every_column():
     y = (rng.uniform(size=n) < 0.5).astype(float)
     Bt, Et = 2.0 * rng.normal(size=(K, n)), 2.0 * rng.normal(size=(K, n))
     fast = M._FastLikelihood(Bt.copy(), Et.copy(), y)
-    ref = M._ReferenceLikelihood(Bt.copy(), Et.copy(), y)
+    ref = REF._ReferenceLikelihood(Bt.copy(), Et.copy(), y)
     for _sweep in range(3):
         for s in range(2):
             fast.start_pass(s)
@@ -530,7 +535,7 @@ def test_monte_carlo_em_without_data_stays_at_start():
     # values it sampled with (up to Monte Carlo error), e.g. no rate/scale mix-up
     p, K = 3, 3
     mu0 = np.array([0.0, 0.6, 0.8])
-    res = M.run_monte_carlo_em(
+    res = REF.run_monte_carlo_em(
         np.empty((0, p)), np.empty(0), K, kappa=4.0, mu0=mu0, alpha1=3.0, alpha2=2.0,
         n_em_iter=1, sweeps_per_em_iter=1500, burn_in=50, n_samples=10,
         direction_concentration=4.0, magnitude_scale=1.0, random_state=0)
@@ -556,7 +561,7 @@ def test_monte_carlo_em_moves_towards_truth():
     y = (rng.uniform(size=n) < p1).astype(int)
     true_mean = np.mean(np.linalg.norm(np.vstack([beta, eta]), axis=1))
     a1_0, a2_0 = 1.0, 10.0
-    res = M.run_monte_carlo_em(
+    res = REF.run_monte_carlo_em(
         X, y, K, kappa=kappa, alpha1=a1_0, alpha2=a2_0, n_em_iter=8,
         sweeps_per_em_iter=40, burn_in=100, n_samples=100,
         direction_concentration=50.0, magnitude_scale=0.3, random_state=0)
@@ -575,14 +580,14 @@ def test_monte_carlo_em_moves_towards_truth():
 def test_monte_carlo_em_validation_and_zero_iterations():
     X, y = _data(n=20, p=3, seed=2)
     with pytest.raises(ValueError):
-        M.run_monte_carlo_em(X, y, 2, n_em_iter=-1)
+        REF.run_monte_carlo_em(X, y, 2, n_em_iter=-1)
     with pytest.raises(ValueError):
-        M.run_monte_carlo_em(X, y, 2, sweeps_per_em_iter=0)
+        REF.run_monte_carlo_em(X, y, 2, sweeps_per_em_iter=0)
     with pytest.raises(ValueError):
-        M.run_monte_carlo_em(X, y, 2, alpha1=0.0)
+        REF.run_monte_carlo_em(X, y, 2, alpha1=0.0)
     # no EM iteration: a plain run with the initial hyper-parameters
     kw = dict(kappa=0.5, alpha1=2.0, alpha2=3.0, n_samples=5, burn_in=3, random_state=1)
-    res = M.run_monte_carlo_em(X, y, 2, n_em_iter=0, **kw)
+    res = REF.run_monte_carlo_em(X, y, 2, n_em_iter=0, **kw)
     plain = M.run_metropolis_hastings(X, y, 2, **kw)
     assert_allclose(res.beta_samples, plain.beta_samples, rtol=0, atol=0)
     assert_allclose(res.alpha1_history, [2.0]) and res.mu0_history.shape == (1, 3)

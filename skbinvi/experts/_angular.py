@@ -28,9 +28,10 @@ P_i = I - u_i u_i^T, instead of arccos(|cos|): arccos loses all digits for
 theta < 1e-8 (cos rounds to 1) and its derivative -1/sqrt(1 - cos^2) blows
 up, whereas the norm of the perpendicular component is accurate for every
 angle. The gradient uses the same perpendicular vectors (see
-:func:`mutual_angular_gradient`); no clipping of |cos| is needed. Pairs with
-theta_ij <= ``PARALLEL_TOL`` (1e-10 rad) are treated as parallel and
-contribute the subgradient 0.
+:func:`value_and_grad_unchecked`; the validated regularizer and gradient
+functions the tests call live in tests/_reference/experts.py); no clipping
+of |cos| is needed. Pairs with theta_ij <= ``PARALLEL_TOL`` (1e-10 rad) are
+treated as parallel and contribute the subgradient 0.
 
 Cost: O(K^2 p) time and memory (the K x K x p array of perpendicular
 components).
@@ -50,9 +51,6 @@ import numpy as np
 __all__ = [
     "PARALLEL_TOL",
     "mutual_angles",
-    "mutual_angular_gradient",
-    "mutual_angular_regularizer",
-    "mutual_angular_value_and_gradient",
 ]
 
 #: Angles (radians) at or below which a pair is treated as parallel: its
@@ -74,13 +72,6 @@ def _check_A(A):
         raise ValueError(f"rows {zero.tolist()} of A are zero vectors; the angle "
                          "to a zero vector is undefined.")
     return A, norms
-
-
-def _check_gamma(gamma):
-    gamma = float(gamma)
-    if not np.isfinite(gamma) or gamma < 0:
-        raise ValueError(f"gamma must be finite and >= 0; got {gamma!r}.")
-    return gamma
 
 
 def _geometry(A, norms):
@@ -122,11 +113,6 @@ def mutual_angles(A):
     return _geometry(A, norms)[4]
 
 
-def _value_and_grad(A, gamma, need_grad):
-    A, norms = _check_A(A)
-    return value_and_grad_unchecked(A, norms, _check_gamma(gamma), need_grad)
-
-
 def value_and_grad_unchecked(A, norms, gamma, need_grad):
     """Omega of the rows of A (norms given, non-zero) and its gradient, no checks.
 
@@ -159,103 +145,3 @@ def value_and_grad_unchecked(A, norms, gamma, need_grad):
     return value, grad
 
 
-def mutual_angular_regularizer(A, gamma):
-    """Omega(A) = mean of the pairwise angles - gamma * their variance ([Xie] Eq. 12).
-
-    Parameters
-    ----------
-    A : array_like of shape (K, p)
-        Nonzero, finite rows a_1, ..., a_K (e.g. the expert or gate weight
-        vectors, or their variational means).
-    gamma : float
-        Weight of the variance term, gamma >= 0.
-
-    Returns
-    -------
-    omega : float
-        In radians. mean_{i<j} theta_ij - gamma var_{i<j} theta_ij over the
-        M = K (K-1)/2 unordered pairs, the variance being the population one
-        (1/M sum (theta_ij - mean)^2), which equals the ordered-pair version
-        over i != j with 1/(K (K-1)). Bounds: Omega <= pi/2, with equality iff
-        the rows are mutually orthogonal (then the variance is 0 for any
-        gamma); Omega >= -gamma pi^2/16. For K = 1 there are no pairs and
-        Omega = 0 by convention.
-
-    Raises
-    ------
-    ValueError
-        If A is not 2-D, not finite, has a zero row, or gamma < 0.
-
-    Notes
-    -----
-    Invariant to scaling any row by a positive constant and to flipping the
-    sign of any row (the angles use |cos|), and to a common rotation.
-    """
-    return _value_and_grad(A, gamma, need_grad=False)[0]
-
-
-def mutual_angular_gradient(A, gamma):
-    """Gradient dOmega/dA of :func:`mutual_angular_regularizer` [D].
-
-    Parameters
-    ----------
-    A : array_like of shape (K, p)
-        Nonzero, finite rows.
-    gamma : float
-        Weight of the variance term, gamma >= 0.
-
-    Returns
-    -------
-    grad : ndarray of float64 of shape (K, p)
-        dOmega/da_i in rows; each row is orthogonal to a_i (Omega is scale
-        invariant). All zeros for K = 1.
-
-    Raises
-    ------
-    ValueError
-        If A is not 2-D, not finite, has a zero row, or gamma < 0.
-
-    Notes
-    -----
-    [D] With M = K (K-1)/2 and m the mean angle,
-    dOmega/dtheta_ij = (1 - 2 gamma (theta_ij - m)) / M for each unordered
-    pair (the derivative of the mean term of the variance,
-    -(2/M^2) sum (theta - m), vanishes). For c = u_i^T u_j != 0,
-    theta = arccos(|c|), dtheta/dc = -sign(c) / sin(theta) and
-    dc/da_i = (u_j - c u_i) / ||a_i||, so
-
-        dtheta_ij / da_i = -P_i (s_ij u_j) / (||a_i|| sin theta_ij),
-
-    a vector of norm 1/||a_i|| orthogonal to a_i, bounded as theta -> 0 (the
-    angle behaves like a cone, not like arccos near 1). Hence
-    dOmega/da_i = sum_{j != i} dOmega/dtheta_ij dtheta_ij/da_i.
-    Non-differentiable points, where a (Clarke) subgradient is used:
-
-    * c_ij = 0 exactly (orthogonal pair, the kink of |c|, theta at its
-      maximum pi/2): the pair contributes 0, which lies between the two
-      one-sided derivatives;
-    * theta_ij <= ``PARALLEL_TOL`` (parallel pair, the apex of the cone):
-      the pair contributes 0, exact at theta = 0; below 1e-10 rad the
-      direction is not resolved in float64.
-    """
-    return _value_and_grad(A, gamma, need_grad=True)[1]
-
-
-def mutual_angular_value_and_gradient(A, gamma):
-    """Omega(A) and dOmega/dA in one pass (shares the O(K^2 p) geometry).
-
-    Parameters
-    ----------
-    A : array_like of shape (K, p)
-        Nonzero, finite rows.
-    gamma : float
-        Weight of the variance term, gamma >= 0.
-
-    Returns
-    -------
-    omega : float
-        As :func:`mutual_angular_regularizer`.
-    grad : ndarray of float64 of shape (K, p)
-        As :func:`mutual_angular_gradient`.
-    """
-    return _value_and_grad(A, gamma, need_grad=True)

@@ -26,11 +26,12 @@ calls per evaluation). When the likelihood comes from the statistics
 (:func:`_ascend_kernel`), which calls SciPy's ``ive``, ``psi`` and
 ``gammaln`` through their Cython exports: no Python per evaluation at all.
 
-The formulas are those of :mod:`skbinvi.experts._gradients` and
-:mod:`skbinvi.experts._bounds` (derivations there); the NumPy references
-they are checked against are :func:`~skbinvi.experts._variational.variational_objective`
-(value) and finite differences (gradient), in
-``tests/test_experts_variational.py::test_fast_objective_matches_reference``.
+The formulas are those of :mod:`skbinvi.experts._bounds` (derivations
+there); they are checked against the NumPy reference
+``variational_objective`` of tests/_reference/experts.py (value) and against
+central finite differences in every coordinate (gradient), in
+``tests/test_experts_variational.py::test_fast_objective_matches_reference``
+and ``tests/test_experts_gradients.py``.
 """
 
 import functools

@@ -74,8 +74,9 @@ prior).
 
 Hyper-parameters
 ----------------
-:func:`run_monte_carlo_em` learns mu0, alpha1, alpha2 by Monte Carlo EM
-([Xie] supplement section 3; [WT]): blocks of sweeps as the E-step, and
+``run_monte_carlo_em`` (tests/_reference/experts.py) learns mu0, alpha1,
+alpha2 by Monte Carlo EM ([Xie] supplement section 3; [WT]): blocks of
+sweeps as the E-step, and
 :func:`fit_mabn_hyperparameters` (Gamma MLE of the magnitudes, vMF mean
 direction of the root nodes) as the M-step.
 
@@ -129,7 +130,6 @@ __all__ = [
     "mabn_type1_means",
     "predict_proba_samples",
     "run_metropolis_hastings",
-    "run_monte_carlo_em",
     "sample_mabn_type1_prior",
     "truncated_normal_log_hastings_ratio",
 ]
@@ -577,7 +577,8 @@ _PROD_MIN = 1e-280   # a running product below this is flushed (>= 1e-300 after)
 
 
 # Every kernel below is checked against the NumPy reference
-# ``_ReferenceLikelihood`` (plain log-likelihood through
+# ``_ReferenceLikelihood`` of tests/_reference/experts.py, patched over
+# ``_FastLikelihood`` (plain log-likelihood through
 # :func:`log_likelihood_from_projections`) in tests/test_experts_mcmc.py:
 # ``test_fast_loglik_trace_matches_reference`` (same chain),
 # ``test_fast_loglik_extreme_projections`` and
@@ -835,32 +836,6 @@ class _FastLikelihood:
         _next_column(self.W, self.S, k, self.Lnum, self.Lden)
 
 
-class _ReferenceLikelihood:
-    """The NumPy reference (copy the projections, :func:`_loglik_fast`), O(n K)
-    exp/log per proposal; same protocol as :class:`_FastLikelihood`. Private,
-    for tests (``run_metropolis_hastings(..., _reference_likelihood=True)``).
-    """
-
-    def __init__(self, Bt, Et, y):
-        self.proj = [Bt, Et]
-        self.sign = (2.0 * y - 1.0)[:, None]
-
-    def start_pass(self, s):
-        pass
-
-    def propose(self, s, k, col):
-        new = self.proj[s].copy()
-        new[k] = col
-        B, E = (new, self.proj[1]) if s == 0 else (self.proj[0], new)
-        return _loglik_fast(B.T, E.T, self.sign)
-
-    def accept(self, s, k, col):
-        self.proj[s][k] = col
-
-    def next_column(self, s, k):
-        pass
-
-
 # ---------------------------------------------------------------------------
 # the sampler
 # ---------------------------------------------------------------------------
@@ -972,9 +947,7 @@ def run_metropolis_hastings(X, y, n_components, *, prior="mabn", kappa=1.0,
                             mu0=None, alpha1=1.0, alpha2=1.0, sigma=1.0,
                             n_samples=1000, burn_in=1000, thin=1,
                             direction_concentration=50.0, magnitude_scale=0.1,
-                            gaussian_scale=0.1, random_state=None, init=None,
-                            _truncation_correction=True,
-                            _reference_likelihood=False):
+                            gaussian_scale=0.1, random_state=None, init=None):
     """Metropolis-within-Gibbs sampling of the BMEM posterior.
 
     Parameters
@@ -1017,15 +990,6 @@ def run_metropolis_hastings(X, y, n_components, *, prior="mabn", kappa=1.0,
     init : dict, optional
         {"beta": (K, p), "eta": (K, p)} Cartesian starting vectors (non-zero
         rows for MABN). Default: a draw from the prior.
-    _truncation_correction : bool, default=True
-        Private, for tests only: False drops the factor
-        Phi(g / s) / Phi(g' / s), which makes the chain wrong.
-    _reference_likelihood : bool, default=False
-        Private, for tests only: evaluate every proposal with the NumPy
-        reference (:func:`_loglik_fast` on copies of the projections,
-        O(n K) exp/log) instead of the numba kernels. Same chain up to
-        floating-point rounding.
-
     Returns
     -------
     result : MCMCResult
@@ -1048,7 +1012,8 @@ def run_metropolis_hastings(X, y, n_components, *, prior="mabn", kappa=1.0,
     O(n K) additions per set and sweep, O(K) more per row whose gate maximum
     moves when a gate move is accepted. Memory: about 6 K n float64 caches.
     [Xie] supplement section 3 also learns mu0, alpha1, alpha2 by EM with
-    this sampler in the E-step: :func:`run_monte_carlo_em`.
+    this sampler in the E-step: ``run_monte_carlo_em`` of
+    tests/_reference/experts.py.
 
     Raises
     ------
@@ -1144,8 +1109,6 @@ def run_metropolis_hastings(X, y, n_components, *, prior="mabn", kappa=1.0,
 
     if n == 0:
         lik = None
-    elif _reference_likelihood:
-        lik = _ReferenceLikelihood(proj[0], proj[1], y)
     else:
         lik = _FastLikelihood(proj[0], proj[1], y)
 
@@ -1208,9 +1171,8 @@ def run_metropolis_hastings(X, y, n_components, *, prior="mabn", kappa=1.0,
                     col = g_new * P[s][k]
                     ll_new = loglik_with(s, k, col)
                     log_alpha = ll_new + lp_new - loglik - logprior[s]
-                    if _truncation_correction:
-                        log_alpha += truncated_normal_log_hastings_ratio(
-                            g_old, g_new, s_g[s, k])
+                    log_alpha += truncated_normal_log_hastings_ratio(g_old, g_new,
+                                                                     s_g[s, k])
                     if accept(log_alpha, f"{names[s]}_magnitude", s, k, 1):
                         loglik, logprior[s] = ll_new, lp_new
                         set_column(s, k, col)
@@ -1381,123 +1343,6 @@ def fit_mabn_hyperparameters(beta_samples, eta_samples):
     if not norm > 0.0:
         raise ValueError("the root directions sum to zero: mu0 is undefined.")
     return r / norm, alpha1, alpha2
-
-
-def run_monte_carlo_em(X, y, n_components, *, kappa=1.0, mu0=None, alpha1=1.0,
-                       alpha2=1.0, n_em_iter=20, sweeps_per_em_iter=50,
-                       burn_in=100, n_samples=1000, thin=1,
-                       direction_concentration=50.0, magnitude_scale=0.1,
-                       random_state=None, init=None):
-    """Monte Carlo EM for mu0, alpha1, alpha2, then posterior sampling.
-
-    BMEM-MABN-I with the hyper-parameters of the prior learned by maximizing
-    the marginal likelihood p(y | X, mu0, alpha1, alpha2) ([Xie] supplement
-    section 3; user guide, "Learning mu_0") with the Monte Carlo EM algorithm
-    [WT]: the E-step is a block of Metropolis-within-Gibbs sweeps of
-    :func:`run_metropolis_hastings` (warm-started from the last state of the
-    previous block), the M-step :func:`fit_mabn_hyperparameters` on all the
-    sweeps of the block. kappa stays fixed.
-
-    Parameters
-    ----------
-    X : {array_like, sparse matrix} of shape (n, p)
-        Inputs, dense or CSR; n = 0 is allowed (then the posterior is the
-        prior, p(y) = 1 for every value of the hyper-parameters, and EM
-        performs a random walk around the initial values).
-    y : array_like of shape (n,)
-        Labels in {0, 1}.
-    n_components : int
-        Number of experts K >= 1.
-    kappa : float, default=1.0
-        MABN concentration (diversity strength), >= 0; not learned.
-    mu0 : array_like of shape (p,), optional
-        Initial root mean direction (unit); default e_1.
-    alpha1, alpha2 : float, default=1.0
-        Initial Gamma shape and rate (> 0).
-    n_em_iter : int, default=20
-        Number of E/M iterations (>= 0; 0 only samples).
-    sweeps_per_em_iter : int, default=50
-        Sweeps of each E-step, all used by the M-step (>= 1).
-    burn_in : int, default=100
-        Sweeps discarded before the first E-step and before the final run.
-    n_samples : int, default=1000
-        Samples kept by the final run with the learned hyper-parameters.
-    thin : int, default=1
-        Thinning of the final run.
-    direction_concentration, magnitude_scale : float
-        Proposal parameters, as in :func:`run_metropolis_hastings`.
-    random_state : int, RandomState instance or None
-        Seed; one generator drives all the runs.
-    init : dict, optional
-        {"beta": (K, p), "eta": (K, p)} starting vectors; default a draw from
-        the prior with the initial hyper-parameters.
-
-    Returns
-    -------
-    result : MCMCResult
-        The final run (samples, acceptance rates, traces; ``mu0``, ``alpha1``,
-        ``alpha2`` are the learned values it was drawn with) plus
-        ``mu0_history`` of shape (n_em_iter + 1, p) and ``alpha1_history``,
-        ``alpha2_history`` of shape (n_em_iter + 1,): the initial values,
-        then the values after each M-step.
-
-    Raises
-    ------
-    ValueError
-        For invalid arguments (as :func:`run_metropolis_hastings`, plus
-        n_em_iter < 0 or sweeps_per_em_iter < 1), or when an M-step is
-        undefined (:func:`fit_mabn_hyperparameters`: all magnitudes of a
-        block equal, e.g. no magnitude move accepted).
-
-    Notes
-    -----
-    Cost: (burn_in + n_em_iter * sweeps_per_em_iter + burn_in + n_samples *
-    thin) sweeps (see :func:`run_metropolis_hastings`) plus O(S K p) per
-    M-step. With few vectors (2 K magnitudes per sample) the ML-II estimate
-    of the Gamma parameters is itself noisy, and the Monte Carlo error of the
-    E-step makes the iterates fluctuate around the fixed point instead of
-    increasing the marginal likelihood monotonically [WT]; increase
-    ``sweeps_per_em_iter`` in the last iterations for a more precise value.
-
-    Sources
-    -------
-    [WT] G. C. G. Wei, M. A. Tanner, "A Monte Carlo implementation of the EM
-    algorithm and the poor man's data augmentation algorithms", Journal of
-    the American Statistical Association 85 (1990) 699-704.
-    [Minka] T. P. Minka, "Estimating a Gamma distribution", technical note,
-    Microsoft Research, 2002 (the score equation of the shape).
-    [MJ] K. V. Mardia, P. E. Jupp, "Directional Statistics", Wiley 2000,
-    section 10.3 (the vMF mean-direction MLE).
-    """
-    n_em_iter, sweeps = int(n_em_iter), int(sweeps_per_em_iter)
-    if n_em_iter < 0 or sweeps < 1:
-        raise ValueError("need n_em_iter >= 0 and sweeps_per_em_iter >= 1.")
-    rng = check_random_state(random_state)
-    common = dict(prior="mabn", kappa=kappa,
-                  direction_concentration=direction_concentration,
-                  magnitude_scale=magnitude_scale, random_state=rng)
-    mu0_hist, a1_hist, a2_hist = [], [], []
-    state = init
-    for it in range(n_em_iter + 1):
-        last = it == n_em_iter
-        res = run_metropolis_hastings(
-            X, y, n_components, mu0=mu0, alpha1=alpha1, alpha2=alpha2,
-            n_samples=n_samples if last else sweeps,
-            burn_in=burn_in if it == 0 or last else 0,
-            thin=thin if last else 1, init=state, **common)
-        mu0, alpha1, alpha2 = res.mu0, res.alpha1, res.alpha2  # validated values
-        mu0_hist.append(mu0)
-        a1_hist.append(alpha1)
-        a2_hist.append(alpha2)
-        if last:
-            break
-        state = {"beta": res.beta_samples[-1], "eta": res.eta_samples[-1]}
-        mu0, alpha1, alpha2 = fit_mabn_hyperparameters(res.beta_samples,
-                                                       res.eta_samples)
-    res.mu0_history = np.array(mu0_hist)
-    res.alpha1_history = np.array(a1_hist)
-    res.alpha2_history = np.array(a2_hist)
-    return res
 
 
 # ---------------------------------------------------------------------------

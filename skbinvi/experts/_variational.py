@@ -51,14 +51,14 @@ Algorithm (coordinate ascent; each step does not decrease the objective):
    the objective F_t is evaluated there and appended to the history;
 2. one gradient step on all of (mu, kappa, r, s) of the experts and gates
    with the auxiliaries held fixed: mu by the Riemannian step
-   (:func:`~skbinvi.experts._gradients.ascent_step`, tangent projection then
-   retraction), kappa, r, s in log scale. The gradient is preconditioned by
-   a positive constant per block (field x set, 8 blocks: the largest entry
-   of each block's log-scale / tangent gradient is scaled to 1), which keeps
-   it an ascent direction. Backtracking: the step h is halved until the
-   fixed-auxiliary objective is >= its value at the current q (= F_t);
-   after an accepted step h doubles (capped at ``_MAX_STEP``). Re-optimizing
-   the auxiliaries in step 1 can then only increase it further.
+   (tangent projection then retraction to the sphere), kappa, r, s in log
+   scale. The gradient is preconditioned by a positive constant per block
+   (field x set, 8 blocks: the largest entry of each block's log-scale /
+   tangent gradient is scaled to 1), which keeps it an ascent direction.
+   Backtracking: the step h is halved until the fixed-auxiliary objective
+   is >= its value at the current q (= F_t); after an accepted step h
+   doubles (capped at ``_MAX_STEP``). Re-optimizing the auxiliaries in
+   step 1 can then only increase it further.
 3. over-relaxation [SR] of the outer iterations (:func:`variational_iteration`):
    the extrapolated q0 + omega (q1 - q0) is evaluated first and kept when it
    beats the fixed-auxiliary value at q1, otherwise q1.
@@ -83,55 +83,35 @@ tests/test_experts_variational.py.
 """
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numba
 import numpy as np
 import scipy.sparse as sp
 from numba import prange
 from scipy.linalg import lapack
-from sklearn.utils import check_random_state
-from sklearn.utils.extmath import row_norms
 
 from .._numba import njit
-from ._angular import mutual_angular_regularizer
 from ._ascent import (
     INIT_STEP,
     KAPPA_MAX,
     KAPPA_MIN,
-    ObjectiveConfig,
     Point,
     SetObjective,
     ascend,
-    prior_constants,
     set_prior,
 )
 from ._bounds import (
     _LAM_SMALL,
     VMFGammaParams,
-    _check_X,
-    _check_y,
     _objective_rows,
     _optimal_likelihood_pieces,
-    gamma_kl,
-    likelihood_bound,
     likelihood_pieces_from_moments,
-    mabn_expected_log_prior_lower_bound,
     use_parallel,
 )
-from ._gradients import (
-    _chain_moments,
-    _checked_coefficients,
-    chain_coefficients,
-)
-from ._vmf import _bessel_quantities, vmf_entropy, vmf_kl
+from ._vmf import _bessel_quantities
 
 __all__ = [
-    "GaussianFitResult",
-    "VariationalFitResult",
-    "fit_gaussian_variational",
-    "fit_variational",
-    "variational_objective",
 ]
 
 # Gamma shape of the random start's q(g) (E g = init_scale)
@@ -169,208 +149,15 @@ _MAX_OMEGA = 16.0
 _MIN_OMEGA_GROWTH = 1.05
 
 
-@dataclass
-class VariationalFitResult:
-    """Result of :func:`fit_variational`.
-
-    Attributes
-    ----------
-    beta : VMFGammaParams
-        q of the K expert vectors: mu (K, p) unit rows, kappa (K,), r (K,), s (K,).
-    eta : VMFGammaParams
-        q of the K gate vectors, same shapes.
-    objective_history : ndarray of shape (n_iter + 1,)
-        The objective (nats, total over samples) at the initial q and after
-        each iteration, each at the auxiliaries used (non-decreasing).
-    n_iter : int
-        Number of gradient iterations performed.
-    converged : bool
-        True if stopped by ``tol`` (or because no ascent step was found)
-        before ``max_iter``.
-    phi : ndarray of shape (n, K)
-        Final responsibilities q(z_n).
-    xi : ndarray of shape (n, K)
-        Final expert [JJ] parameters.
-    c : ndarray of shape (n,)
-        Final gate [Bou] parameters.
-    d : ndarray of shape (n, K)
-        Final gate [JJ] parameters.
-    method : str
-        "vi" or "pr".
-    step_size : ndarray of shape (8,)
-        Last step sizes of the 8 blocks (beta mu, kappa, r, s; eta mu, kappa, r, s).
-    """
-
-    beta: VMFGammaParams
-    eta: VMFGammaParams
-    objective_history: np.ndarray
-    n_iter: int
-    converged: bool
-    phi: np.ndarray
-    xi: np.ndarray
-    c: np.ndarray
-    d: np.ndarray
-    method: str
-    step_size: np.ndarray = field(default=None)
-
-    @property
-    def objective(self):
-        """Final objective value (nats)."""
-        return float(self.objective_history[-1])
-
-
 # ---------------------------------------------------------------------------
 # objective pieces
 # ---------------------------------------------------------------------------
-
-
-def _as_params(params):
-    mu, kappa, r, s = params
-    K = np.asarray(mu).shape[0]
-    return VMFGammaParams(np.asarray(mu, dtype=np.float64),
-                          np.broadcast_to(np.asarray(kappa, dtype=np.float64),
-                                          (K,)).copy(),
-                          np.broadcast_to(np.asarray(r, dtype=np.float64), (K,)).copy(),
-                          np.broadcast_to(np.asarray(s, dtype=np.float64), (K,)).copy())
 
 
 def _mean_directions(params):
     mu, kappa = params.mu, params.kappa
     a = _bessel_quantities(np.full(kappa.shape, float(mu.shape[1])), kappa)[0]
     return a[:, None] * mu
-
-
-def _direction_prior(params, cfg, lam):
-    """Reference (used by the tests and :func:`variational_objective`; the fit uses
-    :func:`skbinvi.experts._ascent.direction_parts`).
-
-    The part of the prior (+ regularizer) term that depends on (mu, kappa), nats."""
-    method, kappa_prior, mu0, alpha1, alpha2, gamma = cfg
-    p = params.mu.shape[1]
-    if method == "pr":
-        mu0_k = np.broadcast_to(mu0, params.mu.shape)
-        value = -float(np.sum(vmf_kl(params.mu, params.kappa, mu0_k, kappa_prior)))
-        if lam != 0.0 and params.mu.shape[0] > 1:
-            value += lam * float(mutual_angular_regularizer(params.mu, gamma))
-        return value
-    # "vi": MABN lower bound + vMF entropy
-    ent = np.asarray(vmf_entropy(p, params.kappa), dtype=np.float64)
-    mabn = np.sum(mabn_expected_log_prior_lower_bound(_mean_directions(params),
-                                                      kappa_prior, mu0))
-    return float(mabn) + float(np.sum(ent))
-
-
-def _magnitude_prior(params, cfg):
-    """-sum_k KL(q(g_k) || Gamma(alpha1, alpha2)), nats (both methods)."""
-    alpha1, alpha2 = cfg.alpha1, cfg.alpha2
-    return -float(np.sum(np.broadcast_to(gamma_kl(params.r, params.s, alpha1, alpha2),
-                                         params.kappa.shape)))
-
-
-def _prior_term(params, cfg, lam):
-    """Prior (+ regularizer) part of the objective for one set of K vectors, nats.
-
-    :func:`_direction_prior` + :func:`_magnitude_prior`.
-    """
-    return _direction_prior(params, cfg, lam) + _magnitude_prior(params, cfg)
-
-
-def _check_config(method, kappa_prior, mu0, alpha1, alpha2, pr_weights, pr_gamma, p):
-    if method not in ("vi", "pr"):
-        raise ValueError(f"method must be 'vi' or 'pr'; got {method!r}.")
-    kappa_prior = float(kappa_prior)
-    if not np.isfinite(kappa_prior) or kappa_prior < 0:
-        raise ValueError(f"kappa_prior must be finite and >= 0; got {kappa_prior!r}.")
-    if mu0 is None:
-        mu0 = np.zeros(p)
-        mu0[0] = 1.0
-    mu0 = np.asarray(mu0, dtype=np.float64)
-    if mu0.shape != (p,) or abs(np.linalg.norm(mu0) - 1.0) > 1e-6:
-        raise ValueError(f"mu0 must be a unit vector of shape ({p},).")
-    for v, name in ((alpha1, "alpha1"), (alpha2, "alpha2")):
-        if not np.isfinite(v) or v <= 0:
-            raise ValueError(f"{name} must be finite and > 0; got {v!r}.")
-    lam1, lam2 = (float(w) for w in pr_weights)
-    if lam1 < 0 or lam2 < 0:
-        raise ValueError("pr_weights must be >= 0.")
-    if pr_gamma < 0:
-        raise ValueError("pr_gamma must be >= 0.")
-    if method == "vi":
-        lam1 = lam2 = 0.0
-    return ObjectiveConfig(method, kappa_prior, mu0, float(alpha1), float(alpha2),
-                           float(pr_gamma)), (lam1, lam2)
-
-
-def _full_objective(X, y, beta, eta, cfg, lams, aux=None, c_init=None, cached=None):
-    """Objective at fixed aux=(phi, xi, c, d), or at optimal ones if aux is None.
-
-    ``cached`` = (which, value): the prior term of set ``which`` (0 beta,
-    1 eta) is known. Returns (value, aux_used).
-    """
-    if aux is None:
-        lik, a = likelihood_bound(X, y, beta, eta, c_init=c_init, return_aux=True)
-        aux = (a["phi"], a["xi"], a["c"], a["d"])
-    else:
-        phi, xi, c, d = aux
-        lik = likelihood_bound(X, y, beta, eta, phi, xi=xi, c=c, d=d)
-    pri = [None, None]
-    if cached is not None:
-        pri[cached[0]] = cached[1]
-    for j, par in enumerate((beta, eta)):
-        if pri[j] is None:
-            pri[j] = _prior_term(par, cfg, lams[j])
-    value = lik + pri[0] + pri[1]
-    return float(value), aux
-
-
-def variational_objective(X, y, beta, eta, *, method="vi", kappa_prior=1.0, mu0=None,
-                          alpha1=2.0, alpha2=0.5, pr_weights=(0.0, 0.0), pr_gamma=0.0,
-                          aux=None, return_aux=False):
-    """The "vi" or "pr" objective of the BMEM at a given q, in nats (reference).
-
-    The validated NumPy reference that the fit's objective
-    (:func:`objective_and_aux` and ``skbinvi.experts._ascent``) is checked
-    against in ``tests/test_experts_variational.py``.
-
-    Parameters
-    ----------
-    X : {array_like, sparse matrix} of shape (n, p)
-        Inputs, dense or CSR (include a constant column for intercepts).
-    y : array_like of shape (n,)
-        Labels in {0, 1}.
-    beta, eta : VMFGammaParams or 4-sequence
-        q of the expert and gate vectors (mu (K, p) unit rows, kappa, r, s).
-    method : {"vi", "pr"}, default="vi"
-        See the module docstring (F_vi: Type II MABN; F_pr: independent
-        vMF(mu0, kappa_prior) x Gamma priors + lambda Omega).
-    kappa_prior : float, default=1.0
-        MABN concentration ("vi") or independent vMF concentration ("pr"), >= 0.
-    mu0 : array_like of shape (p,) or None
-        Unit prior mean direction (MABN node 1 / independent prior); None: e_1.
-    alpha1, alpha2 : float, default=(2.0, 0.5)
-        Gamma prior shape and rate of every magnitude.
-    pr_weights : (float, float), default=(0, 0)
-        (lambda1, lambda2) of the "pr" regularizers (ignored for "vi").
-    pr_gamma : float, default=0.0
-        Variance weight gamma of Omega.
-    aux : tuple (phi, xi, c, d) or None
-        Auxiliaries to hold fixed; None: the optimal ones.
-    return_aux : bool, default=False
-        Also return the auxiliaries used.
-
-    Returns
-    -------
-    value : float
-        F_vi or F_pr (total over samples, nats).
-    aux : tuple (phi (n, K), xi (n, K), c (n,), d (n, K)), only if ``return_aux``
-    """
-    X = _check_X(X)
-    y = _check_y(y, X.shape[0])
-    cfg, lams = _check_config(method, kappa_prior, mu0, alpha1, alpha2, pr_weights,
-                              pr_gamma, X.shape[1])
-    value, aux = _full_objective(X, y, _as_params(beta), _as_params(eta), cfg, lams,
-                                 aux)
-    return (value, aux) if return_aux else value
 
 
 # ---------------------------------------------------------------------------
@@ -677,12 +464,6 @@ def _fixed_aux_statistics(X, sq, g_mean, g_second):
     return np.ascontiguousarray((X.T @ g_mean).T), sq @ g_second, Q
 
 
-def _weighted_gram(X, weights):
-    """Q[k] = X^T diag(weights[:, k]) X, shape (K, p, p) (dense or CSR X)."""
-    zeros = np.zeros(weights.shape)
-    return _fixed_aux_statistics(X, np.zeros(X.shape[0]), zeros, weights)[2]
-
-
 # Use the (K, p, p) statistics when they hold at most this many numbers
 # (160 MB), rows have at most this many non-zeros on average, and p^2 is at
 # most this many times nnz(X): an evaluation then costs O(K p^2) against
@@ -729,7 +510,8 @@ class _FixedAuxLikelihood:
     L = sum_nk (G_M,nk M_nk + G_V,nk V_nk) + const, with
     experts: G_M = phi (2y - 1)/2, G_V = -phi lam(xi);
     gates:   G_M = phi - 1/2 + 2 c lam(d), G_V = -lam(d)
-    (:func:`~skbinvi.experts._gradients.likelihood_bound_gradients`). Hence
+    ([D]: the derivatives of the bounds of :mod:`skbinvi.experts._bounds` in
+    the moments at fixed auxiliaries). Hence
 
         L_set = sum_k [c1_k mu_k^T b_k + c2_k v_k + c3_k mu_k^T Q_k mu_k] + const,
 
@@ -764,38 +546,6 @@ class _FixedAuxLikelihood:
             p = b.shape[1]
             self.stacked_stats = (b.reshape(2, K, p), v.reshape(2, K),
                                   Q.reshape(2, K, p, p))
-
-    def value(self, which, params):
-        """L restricted to set ``which`` (0 experts, 1 gates), up to a constant.
-
-        Reference for the tests (the fit uses :meth:`statistics` and
-        :meth:`moments_value` through ``skbinvi.experts._ascent.SetObjective``).
-        """
-        mu, kappa, r, s = params
-        coef = _checked_coefficients(mu, kappa, r, s)
-        if self.use_statistics:
-            b, v, Q = self.stats[which]
-            mb = np.sum(mu * b, axis=1)
-            mqm = np.sum(mu * np.matmul(Q, mu[:, :, None])[:, :, 0], axis=1)
-            return float(coef.c1 @ mb + coef.c2 @ v + coef.c3 @ mqm)
-        g_mean, g_second = self.weights[which]
-        t = np.asarray(self.X @ mu.T)
-        return float(np.sum(g_mean * (coef.c1 * t))
-                     + np.sum(g_second
-                              * (coef.c2 * self.sq[:, None] + coef.c3 * t * t)))
-
-    def gradient(self, which, params):
-        """dL/d(mu, kappa, r, s) of set ``which`` (a VMFGammaGradient); reference."""
-        mu, kappa, r, s = params
-        coef = _checked_coefficients(mu, kappa, r, s)
-        if self.use_statistics:
-            b, v, Q = self.stats[which]
-            qm = np.matmul(Q, mu[:, :, None])[:, :, 0]
-            g_mu = coef.c1[:, None] * b + 2.0 * coef.c3[:, None] * qm
-            return chain_coefficients(coef, g_mu, np.sum(mu * b, axis=1), v,
-                                      np.sum(mu * qm, axis=1))
-        g_mean, g_second = self.weights[which]
-        return _chain_moments(self.X, self.sq, mu, coef, g_mean, g_second)[0]
 
     # interface of skbinvi.experts._ascent.SetObjective
     def statistics(self, which):
@@ -1088,123 +838,6 @@ def _extrapolate(q0, q1, omega):
     return VMFGammaParams(mu, *logs)
 
 
-def fit_variational(X, y, n_components, *, method="vi", kappa_prior=1.0, mu0=None,
-                    alpha1=2.0, alpha2=0.5, pr_weights=(1.0, 1.0), pr_gamma=0.0,
-                    max_iter=200, tol=1e-6, inner_max_iter=10, init_scale=1.0,
-                    kappa_init=10.0, init=None, statistics="auto", random_state=None,
-                    callback=None):
-    """Fit q of the Bayesian mixture of experts by coordinate ascent ("vi" or "pr").
-
-    A functional interface to the iterations the estimator runs (the
-    estimator owns the stopping rule, restarts and verbosity; this function
-    is used by the tests and keeps the relative stopping rule below).
-
-    Parameters
-    ----------
-    X : {array_like, sparse matrix} of shape (n, p)
-        Inputs, dense or CSR, p >= 2 (add a constant column for intercepts).
-    y : array_like of shape (n,)
-        Labels in {0, 1}.
-    n_components : int
-        Number of experts K (and gates).
-    method : {"vi", "pr"}, default="vi"
-        "vi": Type II MABN prior on the directions; "pr": independent
-        priors + posterior regularization (user guide, sections on "vi" and
-        "pr"). Objectives in the module docstring.
-    kappa_prior : float, default=1.0
-        MABN diversity strength kappa ("vi") or the independent vMF prior's
-        concentration ("pr"), >= 0.
-    mu0 : array_like of shape (p,) or None, default=None
-        Unit prior mean direction; None: e_1 (the first feature).
-    alpha1, alpha2 : float, default=2.0, 0.5
-        Gamma prior shape and rate on every magnitude g.
-    pr_weights : (float, float), default=(1.0, 1.0)
-        (lambda1, lambda2), weights of Omega for the experts and gates
-        ("pr" only), in nats per radian.
-    pr_gamma : float, default=0.0
-        Variance weight gamma of Omega, >= 0.
-    max_iter : int, default=200
-        Maximum number of outer iterations (auxiliary updates).
-    tol : float, default=1e-6
-        Stop when the relative increase of the objective over one outer
-        iteration is below tol; the inner ascent stops a round early when a
-        round gains less than tol times the objective's magnitude.
-    inner_max_iter : int, default=10
-        Rounds of blockwise gradient steps on q per outer iteration.
-    init_scale : float, default=1.0
-        Initial E[g] = r / s (r = 5) of the random start.
-    kappa_init : float, default=10.0
-        Initial variational concentrations of the random start.
-    init : tuple (beta, eta) of VMFGammaParams or None, default=None
-        Starting q; None: random mean directions.
-    statistics : {"auto", True, False}, default="auto"
-        Whether the fixed-auxiliary likelihood is evaluated from the (K, p, p)
-        sufficient statistics (see :class:`_FixedAuxLikelihood`); "auto" uses
-        them when K p^2 <= 2e7 and rows have <= 256 non-zeros on average.
-    random_state : int, RandomState instance or None
-        Seed of the random initial mean directions.
-    callback : callable or None
-        Called as ``callback(iteration, beta, eta, objective)`` after each
-        iteration.
-
-    Returns
-    -------
-    result : VariationalFitResult
-        Fitted q(beta), q(eta), objective history (nats, totals, starting
-        with the initial q), n_iter, converged flag and final auxiliaries.
-
-    Raises
-    ------
-    ValueError
-        For labels other than 0/1, shapes that do not match, n_components < 1,
-        an unknown method or invalid prior settings.
-    """
-    X = _check_X(X)
-    n, p = X.shape
-    y = _check_y(y, n)
-    K = int(n_components)
-    if K < 1:
-        raise ValueError(f"n_components must be >= 1; got {n_components!r}.")
-    if statistics not in ("auto", True, False):
-        raise ValueError("statistics must be 'auto', True or False; "
-                         f"got {statistics!r}.")
-    cfg, lams = _check_config(method, kappa_prior, mu0, alpha1, alpha2, pr_weights,
-                              pr_gamma, p)
-    rng = check_random_state(random_state)
-    if init is None:
-        beta = _init_params(K, p, rng, kappa_init, init_scale)
-        eta = _init_params(K, p, rng, kappa_init, init_scale)
-    else:
-        beta, eta = (_as_params(v) for v in init)
-        if beta.mu.shape != (K, p) or eta.mu.shape != (K, p):
-            raise ValueError(f"init must hold q of {K} vectors of length {p}.")
-    use_stats = _use_statistics(X, K, statistics)
-    sq = row_norms(X, squared=True)
-    consts = prior_constants(cfg, K, p)
-    state = VariationalState(beta, eta)
-    state.value, state.aux = objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams)
-    history = [state.value]
-    converged = False
-    for it in range(1, int(max_iter) + 1):
-        start = state.value
-        value = variational_iteration(X, y, sq, state, cfg, consts, lams,
-                                      inner_max_iter, use_stats,
-                                      tol * max(abs(start), 1.0))
-        if value == start:
-            converged = True
-            break
-        history.append(value)
-        if callback is not None:
-            callback(it, state.beta, state.eta, value)
-        if (value - start) / max(abs(start), 1.0) < tol:
-            converged = True
-            break
-    phi, xi, c, d = state.aux
-    return VariationalFitResult(state.beta, state.eta, np.asarray(history),
-                                len(history) - 1, converged, phi, xi, c, d, cfg.method,
-                                state.steps.copy())
-
-
 # ---------------------------------------------------------------------------
 # the BMEM-G baseline: Gaussian prior, Gaussian q, closed-form updates
 # ---------------------------------------------------------------------------
@@ -1293,40 +926,6 @@ def _both_quadratic_forms(X, covs):
     return [qf[:, :K], qf[:, K:]]
 
 
-@dataclass
-class GaussianFitResult:
-    """Result of :func:`fit_gaussian_variational` (BMEM-G).
-
-    Attributes
-    ----------
-    beta_mean, eta_mean : ndarray of shape (K, p)
-        Posterior means of the expert and gate vectors.
-    beta_cov, eta_cov : ndarray of shape (K, p, p)
-        Posterior covariances.
-    objective_history : ndarray of shape (n_iter + 1,)
-        The ELBO (nats, total over samples) at the initial q and after each
-        iteration; non-decreasing.
-    n_iter : int
-    converged : bool
-    phi : ndarray of shape (n, K)
-        Final responsibilities.
-    """
-
-    beta_mean: np.ndarray
-    eta_mean: np.ndarray
-    beta_cov: np.ndarray
-    eta_cov: np.ndarray
-    objective_history: np.ndarray
-    n_iter: int
-    converged: bool
-    phi: np.ndarray
-
-    @property
-    def objective(self):
-        """Final ELBO (nats)."""
-        return float(self.objective_history[-1])
-
-
 def _gaussian_kl(mean, cov, sigma, logdet=None):
     """sum_k KL(N(mean_k, cov_k) || N(0, sigma^2 I)) in nats (``logdet``: of each
     cov_k)."""
@@ -1336,87 +935,6 @@ def _gaussian_kl(mean, cov, sigma, logdet=None):
     tr = np.trace(cov, axis1=1, axis2=2)
     return float(0.5 * np.sum((tr + np.sum(mean * mean, axis=1)) / sigma**2 - p
                               + 2.0 * p * np.log(sigma) - logdet))
-
-
-def fit_gaussian_variational(X, y, n_components, *, sigma=1.0, max_iter=200, tol=1e-6,
-                             init_scale=1.0, random_state=None, callback=None):
-    """Variational Bayes for the BMEM-G baseline (Gaussian priors, no diversity).
-
-    Parameters
-    ----------
-    X : {array_like, sparse matrix} of shape (n, p)
-        Inputs, dense or CSR (add a constant column for intercepts).
-    y : array_like of shape (n,)
-        Labels in {0, 1}.
-    n_components : int
-        Number of experts K.
-    sigma : float, default=1.0
-        Prior standard deviation: every beta_k, eta_k ~ N(0, sigma^2 I_p).
-    max_iter : int, default=200
-        Maximum number of iterations.
-    tol : float, default=1e-6
-        Stop when the relative increase of the ELBO is below tol.
-    init_scale : float, default=1.0
-        Standard deviation of the random initial means (divided by sqrt(p)).
-    random_state : int, RandomState instance or None
-        Seed of the initial means.
-    callback : callable or None
-        ``callback(iteration, beta_mean, eta_mean, elbo)`` after each iteration.
-
-    Returns
-    -------
-    result : GaussianFitResult
-
-    Raises
-    ------
-    ValueError
-        For labels other than 0/1, mismatched shapes, n_components < 1 or
-        sigma <= 0.
-
-    Notes
-    -----
-    [D] q(beta_k) = N(m_k, S_k), q(eta_k) = N(m'_k, S'_k), q(z_n) =
-    Categorical(phi_n), with the same bounds as "vi" (expert [JJ], gate
-    [Bou] + [JJ]; :func:`~skbinvi.experts._bounds.likelihood_pieces_from_moments`).
-    At fixed auxiliaries the bound is sum_k [b_k^T m_k + tr(Q_k (S_k + m_k m_k^T))]
-    + const per set, with b_k, Q_k (negative semi-definite) those of
-    :class:`_FixedAuxLikelihood`; adding -KL(q || N(0, sigma^2 I)) and
-    maximizing in closed form gives
-
-        S_k = (I / sigma^2 - 2 Q_k)^{-1},   m_k = S_k b_k,
-
-    the familiar Bayesian logistic regression update of [JJ] with
-    responsibilities as weights. Each iteration sets the auxiliaries to
-    their optima and then q to its optimum, so the ELBO never decreases.
-    Cost per iteration O(sum_n nnz_n^2 K + K p^3); memory O(K p^2).
-    """
-    X = _check_X(X)
-    n, p = X.shape
-    y = _check_y(y, n)
-    K = int(n_components)
-    if K < 1:
-        raise ValueError(f"n_components must be >= 1; got {n_components!r}.")
-    sigma = float(sigma)
-    if not np.isfinite(sigma) or sigma <= 0:
-        raise ValueError(f"sigma must be finite and > 0; got {sigma!r}.")
-    rng = check_random_state(random_state)
-    state = gaussian_init(K, p, sigma, rng, init_scale)
-    sq = row_norms(X, squared=True)
-    gaussian_objective_and_aux(X, y, state, sigma)
-    history = [state.value]
-    converged = False
-    for it in range(1, int(max_iter) + 1):
-        start = state.value
-        value = gaussian_iteration(X, y, sq, state, sigma)
-        history.append(value)
-        if callback is not None:
-            callback(it, state.means[0], state.means[1], value)
-        if (value - start) / max(abs(start), 1.0) < tol:
-            converged = True
-            break
-    return GaussianFitResult(state.means[0], state.means[1], state.covs[0],
-                             state.covs[1], np.asarray(history), len(history) - 1,
-                             converged, state.aux[0])
 
 
 @dataclass

@@ -898,7 +898,13 @@ def _ratio_update(z, exp_theta, e, ratio):
 @njit(error_model="numpy", inline="always")
 def _local_targets_row(indptr, indices, theta, leak, colsum, logit_prior, zs, n, on,
                        exp_theta, ratio, logs, work, out):
-    """Target logits of row n (see :func:`local_expectation_logits`) into ``out`` (K,).
+    r"""Mean-field target logits of row n into ``out`` (K,).
+
+    The target of cause k is :math:`\operatorname{logit}\mu_k +
+    \mathbb{E}_{q_{-k}}[\sum_{i: x_i = 1} f(u_i \mid z_k = 1) - f(u_i \mid
+    z_k = 0)] - \sum_{i: x_i = 0} \theta_{ik}` with :math:`f(u) = \log(1 -
+    e^{-u})`, the expectation over the row's S exact samples (User Guide,
+    ``inference="svi"``).
 
     ``zs`` (S, K) holds the row's exact samples (:func:`_row_samples`): the
     targets depend on q only through them. ``exp_theta`` must hold the row's
@@ -975,66 +981,12 @@ def _local_scratch(indptr, n_rows, S, K):
             np.empty((2, SOFTPLUS_BLOCK)))
 
 
-@njit(error_model="numpy")
-def local_expectation_logits(indptr, indices, theta, leak, colsum, logit_q,
-                             logit_prior, uniforms, out):
-    """Mean-field target logits of every row, each binary variable marginalized.
-
-    For a factorized q with fixed theta, leak and mu, the ELBO of row n is
-    maximal in q_k (the others fixed) at
-
-        logit q_k = logit mu_k + E_{q_-k}[ sum_{i in A} f(u_i | z_k = 1)
-                                         - f(u_i | z_k = 0) ]
-                    - sum_{i not in A} theta_ik,
-
-    with f(u) = log(1 - exp(-u)) and u_i = theta_i0 + sum_j theta_ij z_j; and
-    ``dL/d logit q_k = q_k (1 - q_k) (target_k - logit q_k)``, so that
-    ``target - logit_q`` is the natural gradient of the ELBO with respect to
-    the logits. The expectation over the other variables is estimated with S
-    exact samples ``z_sj = 1{uniforms[., s, j] < q_j}``, and z_k itself is
-    summed out exactly (local expectation gradients, Titsias and
-    Lazaro-Gredilla, NeurIPS 2015), which keeps the estimate smooth in q_k.
-    Cost O(S nnz K).
-
-    Parameters
-    ----------
-    indptr, indices : int64 arrays
-        CSR structure of the binary rows (B rows).
-    theta : float64 array of shape (D, K)
-    leak : float64 array of shape (D,)
-    colsum : float64 array of shape (K,)
-        ``theta.sum(axis=0)``.
-    logit_q : float64 array of shape (B, K)
-    logit_prior : float64 array of shape (K,)
-    uniforms : float64 array of shape (B, S, K) or (1, S, K)
-        Uniforms in [0, 1); with a first dimension of 1 the same numbers serve
-        every row (common random numbers: the result of a row does not depend
-        on the other rows).
-    out : float64 array of shape (B, K) (out)
-        Target logits.
-
-    Checked against the NumPy reference ``_reference_local_targets`` of
-    tests/test_noisy_or_kernels.py
-    (test_local_expectation_logits_match_reference) and against the natural
-    gradient of the exact ELBO by enumeration
-    (test_local_expectation_is_the_natural_gradient_of_the_exact_elbo).
-    """
-    q, zs, on, exp_theta, ratio, logs, work = _local_scratch(
-        indptr, logit_q.shape[0], uniforms.shape[1], theta.shape[1])
-    shared = uniforms.shape[0] == 1
-    for n in range(logit_q.shape[0]):
-        _row_exp_theta(indptr, indices, theta, n, exp_theta, ratio, work)
-        _row_samples(logit_q[n], uniforms[0 if shared else n], q, zs)
-        _local_targets_row(indptr, indices, theta, leak, colsum, logit_prior, zs, n,
-                           on, exp_theta, ratio, logs, work, out[n])
-
-
 def local_optimize(indptr, indices, theta, leak, colsum, logit_prior, uniforms,
                    n_steps, step_size, tol, logit_q):
     """Per-row variational logits by damped natural-gradient ascent on the ELBO.
 
     For every row, up to ``n_steps`` steps ``logit_q += step_size * (target -
-    logit_q)`` with the targets of :func:`local_expectation_logits` (a step of
+    logit_q)`` with the mean-field targets of :func:`_local_targets_row` (a step of
     1 is the mean-field coordinate update of all causes at once); a row stops
     early when no logit moves by more than ``tol`` (``tol = 0``: always
     ``n_steps``). Each row is optimized on its own, so the result does not

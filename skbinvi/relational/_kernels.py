@@ -319,14 +319,6 @@ def _pair_log_likelihoods(lo, hi, snd, rcv, rel, x, z, codes, b, W, diag,
         out[p] = total / S
 
 
-def sample_features(q, seed, n_draws):
-    """The (S, N, D) samples of :func:`expected_pair_log_likelihood` (for tests)."""
-    N, D = q.shape
-    z = np.empty((n_draws, N, D), dtype=np.uint8)
-    _hashed_samples(q, seed, z, np.empty((n_draws, N), dtype=np.int64))
-    return z.astype(np.float64)
-
-
 @njit
 def kl_features(q, rho):
     """sum_id KL(Bern(q_id) || Bern(rho)), nats: minus E_q[log p(z)] + H[q].
