@@ -184,7 +184,8 @@ def test_n_init_with_early_stopping_keeps_the_best_held_out_run(data):
 
     model = Recorded(n_init=5, max_iter=2, tol=None, early_stopping=True,
                      random_state=3)
-    model.fit(data)
+    with pytest.warns(ConvergenceWarning, match="validation ELBO"):
+        model.fit(data)
     assert len(runs) == 5 and np.ptp(runs) > 0
     assert model.best_validation_score_ == max(runs)
     assert model.best_validation_score_ == np.nanmax(model.validation_scores_)
