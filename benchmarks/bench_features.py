@@ -7,6 +7,8 @@ Run from the repository root::
     python benchmarks/bench_features.py --report results/bench_features.json
     python benchmarks/bench_features.py --corpora body r8 headline mnist r52 \\
         --components 50 100 --seeds 0 1 2
+    python benchmarks/bench_features.py --transforms all --corpora body r8 \\
+        headline mnist --components 50 100 --seeds 0 --labels 20 100 500 all
 
 For each corpus, K and seed, every feature model is fitted once, without
 labels, on all the training documents (binary document-word matrices):
@@ -51,6 +53,18 @@ are excluded). Everything runs in one process, one fit at a time. For
 noisy-OR also the test ELBO (``score``, nats per document) and the causes in
 use (``n_active_components_``: prior above 0.01).
 
+Transform study (``--transforms OUTPUT ...`` or ``all``; default output
+``results/bench_features_transform.json``): the noisy-OR of ``--methods``
+(acp by default) is fitted once per corpus, K and seed, and the classifier
+("plain" only) is trained on outputs computed from its posterior logits
+without refitting: the logits, the probabilities, the logits scaled by a
+fixed constant or by the standard deviation of all the training logits,
+standardized per cause, clipped, asinh, [q, logit], softplus, [log q,
+log(1 - q)], ... (``_transform_outputs`` lists them with their definitions);
+``logit_long`` is the logits with ``LogisticRegression(max_iter=5000)``, to
+tell a classifier that stops early from one that converges to a worse fit.
+The tables show LSA's and raw's headline figures of ``--baseline`` beside.
+
 The corpora are built by ``bench_noisy_or._corpus`` (``r52`` needs the
 Reuters-21578 source of ``bench_noisy_or_raw.py``, ``../shared/data``; a
 corpus whose source is missing is skipped with a message).
@@ -73,6 +87,7 @@ from _harness import rounded as _r  # noqa: E402
 
 DEFAULT_OUT = os.path.join(HERE, "results", "bench_features.json")
 QUICK_OUT = os.path.join(HERE, "results", "bench_features_quick.json")
+TRANSFORM_OUT = os.path.join(HERE, "results", "bench_features_transform.json")
 DEFAULT_CORPORA = ("body", "r8", "headline", "mnist")
 KNOWN_CORPORA = ("body", "r8", "headline", "mnist", "r52")
 METHODS = ("lsa", "lda", "nmf", "raw", "acp", "avi")
@@ -85,10 +100,9 @@ VARIANTS = ("plain", "scaled")
 def load_corpus(name):
     """(X_train, y_train, X_test, y_test), binary CSR float64, via
     ``bench_noisy_or._corpus`` (the builder of the ttq section)."""
+    import bench_noisy_or
     import numpy as np
     import scipy.sparse as sp
-
-    import bench_noisy_or
 
     X_train, y_train, X_test, y_test = bench_noisy_or._corpus(name)
     X_train = sp.csr_matrix(X_train, dtype=np.float64)
@@ -220,7 +234,9 @@ def make_classifier(variant, multilabel, sparse):
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    clf = LogisticRegression()
+    # "long": the plain classifier allowed to converge (a diagnostic of the
+    # transform study, not a pipeline of the headline tables)
+    clf = LogisticRegression(max_iter=5000 if variant == "long" else 100)
     if multilabel:
         clf = OneVsRestClassifier(clf)
     if variant == "scaled":
@@ -228,7 +244,7 @@ def make_classifier(variant, multilabel, sparse):
     return clf
 
 
-def evaluate(F_train, y_train, F_test, y_test, labels, seed):
+def evaluate(F_train, y_train, F_test, y_test, labels, seed, variants=VARIANTS):
     """Accuracy (exact match when multi-label) per label count and variant.
 
     Returns {"accuracy": {variant: {n: mean}}, "accuracy_draws": {variant: {n:
@@ -241,9 +257,9 @@ def evaluate(F_train, y_train, F_test, y_test, labels, seed):
     multi = y_train.ndim == 2
     sparse = sp.issparse(F_train)
     n_train = y_train.shape[0]
-    acc = {v: {} for v in VARIANTS}
-    draws = {v: {} for v in VARIANTS}
-    n_conv = {v: 0 for v in VARIANTS}
+    acc = {v: {} for v in variants}
+    draws = {v: {} for v in variants}
+    n_conv = {v: 0 for v in variants}
     n_labelled = {}
     tic = time.perf_counter()
     for n in labels:
@@ -254,7 +270,7 @@ def evaluate(F_train, y_train, F_test, y_test, labels, seed):
         else:
             idx_list = [draw_labelled(y_train, n, seed, d) for d in range(N_DRAWS)]
             n_labelled[key] = n
-        for v in VARIANTS:
+        for v in variants:
             scores = []
             for idx in idx_list:
                 Ft = F_train if idx is None else F_train[idx]
@@ -331,6 +347,239 @@ def run_method(method, K, seed, data, labels):
     rec.update(evaluate(F_train, y_train, F_test, y_test, labels, seed))
     rec["headline"] = headline_accuracy(method, rec["accuracy"])
     return rec
+
+
+# ----------------------------------------------------------------- transform study
+def _transform_outputs():
+    """{name: (definition, function(L, model, stats) -> features)}.
+
+    L: posterior logits logit q(z_k = 1 | x) of ``transform`` (rows, K); model:
+    the fitted NoisyORFactorizer; stats: per-cause mean and standard deviation
+    of the logits of all the training documents (unsupervised, as the feature
+    model itself). Every output is computed from the fitted model without
+    refitting it.
+    """
+    import numpy as np
+    from scipy.special import expit, log_expit
+
+    def prior_logit(m):
+        return np.log(m.prior_) - np.log1p(-m.prior_)
+
+    return {
+        "logit": ("logit q (today's default)", lambda L, m, st: L),
+        "logit_long": ("logit q, the classifier with max_iter=5000 instead of "
+                       "100 (does it only fail to converge?)", lambda L, m, st: L),
+        "probability": ("q", lambda L, m, st: expit(L)),
+        "sqrt_q": ("sqrt(q)", lambda L, m, st: np.sqrt(expit(L))),
+        "logit_minus_prior": ("logit q - logit mu: natural parameters before "
+                              "the prior term",
+                              lambda L, m, st: L - prior_logit(m)),
+        "logit_div2": ("logit q / 2 (fixed constant)", lambda L, m, st: L / 2.0),
+        "logit_div3": ("logit q / 3 (fixed constant)", lambda L, m, st: L / 3.0),
+        "logit_div10": ("logit q / 10 (fixed constant)", lambda L, m, st: L / 10.0),
+        "logit_global_std": ("logit q / (std of all training logits)",
+                             lambda L, m, st: L / st["global_std"]),
+        "logit_standardized": ("(logit q - mean_k) / std_k over the training rows",
+                               lambda L, m, st: (L - st["mean"]) / st["std"]),
+        "logit_clip5": ("logit q clipped to [-5, 5]",
+                        lambda L, m, st: np.clip(L, -5.0, 5.0)),
+        "asinh_logit": ("asinh(logit q)", lambda L, m, st: np.arcsinh(L)),
+        "q_logit": ("[q, logit q] (2K)",
+                    lambda L, m, st: np.hstack([expit(L), L])),
+        "q_logit_div10": ("[q, logit q / 10] (2K)",
+                          lambda L, m, st: np.hstack([expit(L), L / 10.0])),
+        "softplus_logit": ("softplus(logit q) = -log(1 - q): the evidence for "
+                           "the cause being on, 0 when it is off",
+                           lambda L, m, st: np.logaddexp(0.0, L)),
+        "log_q_log_1mq": ("[log q, log(1 - q)] (2K)",
+                          lambda L, m, st: np.hstack([log_expit(L), log_expit(-L)])),
+    }
+
+
+TRANSFORMS = tuple(_transform_outputs())
+
+
+def run_transform_study(method, K, seed, data, labels, names):
+    """Fit ``method`` (acp/avi) once, then score every transform output of its
+    posterior logits with LogisticRegression ("plain"), and today's logits
+    with max_iter=5000 as "logit_long" (whether convergence is what is lost)."""
+    import numpy as np
+
+    X_train, y_train, X_test, y_test = data
+    outputs = _transform_outputs()
+    rec = {"method": method, "K": K, "seed": seed}
+    warm_up(method, X_train, X_test)
+    model = make_model(method, K, seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, fit_s, fit_cpu = _timed(lambda: model.fit(X_train))
+    model.set_params(posterior="logit")
+    L_train, L_test = model.transform(X_train), model.transform(X_test)
+    rec.update(fit_seconds=_r(fit_s, 2), fit_cpu_seconds=_r(fit_cpu, 2),
+               elbo=_r(model.elbo_, 6))
+    A = np.abs(L_train)
+    q = 1.0 / (1.0 + np.exp(-L_train))
+    rec["logit_stats"] = {
+        "abs_quantiles_10_50_90_99": [_r(v, 2) for v in
+                                      np.percentile(A, [10, 50, 90, 99])],
+        "abs_max": _r(A.max(), 1),
+        "share_abs_above_10": _r((A > 10).mean()),
+        "share_abs_above_20": _r((A > 20).mean()),
+        "share_q_between_0.01_0.99": _r(((q > 0.01) & (q < 0.99)).mean()),
+        "share_q_above_0.5": _r((q > 0.5).mean()),
+        "mean_of_cause_means": _r(L_train.mean(axis=0).mean(), 2),
+        "median_cause_std": _r(np.median(L_train.std(axis=0)), 2),
+        "global_std": _r(L_train.std(), 2),
+    }
+    stats = {"mean": L_train.mean(axis=0),
+             "std": np.maximum(L_train.std(axis=0), 1e-12),
+             "global_std": max(float(L_train.std()), 1e-12)}
+    rec["transforms"] = {}
+    for name in names:
+        _, f = outputs[name]
+        F_train, F_test = f(L_train, model, stats), f(L_test, model, stats)
+        variants = ("long",) if name == "logit_long" else ("plain",)
+        tic = time.perf_counter()
+        ev = evaluate(F_train, y_train, F_test, y_test, labels, seed, variants)
+        print(f"[transform] {rec['method']} K={K} seed={seed} {name:20s} "
+              + " ".join(f"{n}:{ev['accuracy'][variants[0]][str(n)]:.4f}"
+                         for n in labels)
+              + f" conv {ev['classifier_convergence_warnings']}"
+              f" ({time.perf_counter() - tic:.1f}s)", flush=True)
+        rec["transforms"][name] = ev
+    return rec
+
+
+def print_transform_tables(results):
+    """One table per corpus and K: transform outputs x label counts, accuracy
+    (%) and ConvergenceWarnings of the plain classifier, with LSA's headline
+    figure from ``--baseline`` when given."""
+    texts = []
+    labels = [str(n) for n in results["settings"]["labels"]]
+    base = results.get("baseline", {})
+    defs = {k: v[0] for k, v in _transform_outputs().items()}
+    for rec in results["runs"]:
+        if "error" in rec:
+            continue
+        c, K = rec["corpus"], rec["K"]
+        rows = []
+        for name, ev in rec["transforms"].items():
+            for v in ev["accuracy"]:  # "plain", or "long" for logit_long
+                rows.append([name if v == "plain" or name == "logit_long"
+                             else f"{name} (max_iter=5000)"]
+                            + [_pct(ev["accuracy"][v].get(n)) for n in labels]
+                            + [ev["classifier_convergence_warnings"][v]])
+        for m in ("lsa", "raw"):
+            b = base.get(f"{c}|{K if m != 'raw' else None}|{m}|{rec['seed']}")
+            if b:
+                rows.append([f"[{m}, bench_features.json]"]
+                            + [_pct(b.get(n)) for n in labels] + [""])
+        n_fits = sum(1 if n == "all" else N_DRAWS for n in labels)
+        texts.append(table(
+            ["output"] + [f"n={n}" for n in labels] + ["conv.warn."], rows,
+            title=f"{c}, {rec['method']} K={K} seed {rec['seed']}: test "
+                  f"{results['corpora'][c]['metric']} (%) of LogisticRegression() "
+                  "on each transform output",
+            notes=[f"conv.warn.: ConvergenceWarnings over the {n_fits} classifier "
+                   "fits (x classes on the multi-label corpora, OvR)",
+                   f"fit {rec['fit_seconds']} s wall / {rec['fit_cpu_seconds']} s CPU; "
+                   f"logits: {rec['logit_stats']}"]
+            + [f"{k}: {v}" for k, v in defs.items() if k in rec["transforms"]]))
+
+    # summary: each output against today's logits over the (corpus, K) runs
+    recs = [r for r in results["runs"]
+            if "error" not in r and "logit" in r["transforms"]]
+    names = [t for t in results["settings"]["transforms"] if t != "logit"]
+    rows = []
+    for name in names:
+        row, n_runs = [name], 0
+        for n in labels:
+            diffs = []
+            for r in recs:
+                ev = r["transforms"].get(name)
+                if ev is None:
+                    continue
+                v = next(iter(ev["accuracy"]))
+                diffs.append(ev["accuracy"][v][n] - r["transforms"]["logit"]["accuracy"]
+                             ["plain"][n])
+            n_runs = max(n_runs, len(diffs))
+            row.append("n/a" if not diffs else
+                       f"{100 * min(diffs):+.1f}/{100 * sum(diffs) / len(diffs):+.1f}")
+        rows.append(row + [n_runs])
+    if rows:
+        texts.append(table(
+            ["output"] + [f"n={n}" for n in labels] + ["runs"], rows,
+            title="Each output minus today's logits (points): worst/mean over the "
+                  "(corpus, K) runs that have it",
+            notes=["a default must be >= 0 nearly everywhere and never below "
+                   "about -0.5"]))
+    return texts
+
+
+def _baseline_headlines(path):
+    """{"corpus|K|method|seed": {n: headline accuracy}} of lsa and raw in a JSON
+    of this script (the LSA figure the transform tables are compared with)."""
+    if not path or not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        old = json.load(f)
+    return {f"{r['corpus']}|{r['K']}|{r['method']}|{r['seed']}":
+            {n: h["accuracy"] for n, h in r["headline"].items()}
+            for r in old["runs"] if "error" not in r and r["method"] in ("lsa", "raw")}
+
+
+def main_transforms(args, corpora, Ks, seeds, labels, out):
+    names = TRANSFORMS if "all" in args.transforms else args.transforms
+    unknown = set(names) - set(TRANSFORMS)
+    if unknown:
+        raise SystemExit(f"unknown transform outputs {sorted(unknown)}; "
+                         f"known: {list(TRANSFORMS)}")
+    import_skbinvi()
+    methods = [m for m in (args.methods or ["acp"]) if m in NOISY_OR] or ["acp"]
+    results = {
+        "machine": machine_info(),
+        "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+        "settings": {"corpora": corpora, "components": Ks, "seeds": seeds,
+                     "labels": labels, "methods": methods, "draws": N_DRAWS,
+                     "transforms": list(names),
+                     "definitions": {k: v[0] for k, v in
+                                     _transform_outputs().items() if k in names},
+                     "classifier": "LogisticRegression() (OneVsRestClassifier if "
+                                   "multi-label), no scaler; logit_long: "
+                                   "max_iter=5000"},
+        "corpora": {}, "skipped": {}, "runs": [],
+        "baseline": _baseline_headlines(args.baseline),
+    }
+    t_start = time.perf_counter()
+    for c in corpora:
+        try:
+            data = load_corpus(c)
+        except Exception as exc:
+            results["skipped"][c] = f"{type(exc).__name__}: {exc}"
+            continue
+        results["corpora"][c] = corpus_info(*data)
+        for seed in seeds:
+            for K in Ks:
+                for m in methods:
+                    tic = time.perf_counter()
+                    c0 = time.process_time()
+                    try:
+                        rec = run_transform_study(m, K, seed, data, labels, names)
+                    except Exception as exc:
+                        rec = {"method": m, "K": K, "seed": seed,
+                               "error": f"{type(exc).__name__}: {exc}"}
+                        print(f"[error] {c} K={K} {m}: {rec['error']}", flush=True)
+                    rec = {"corpus": c, **rec,
+                           "total_seconds": _r(time.perf_counter() - tic, 1),
+                           "total_cpu_seconds": _r(time.process_time() - c0, 1)}
+                    results["runs"].append(rec)
+                    results["elapsed_seconds"] = _r(time.perf_counter() - t_start, 1)
+                    write_json(results, out)
+    results["elapsed_seconds"] = _r(time.perf_counter() - t_start, 1)
+    results["tables"] = print_transform_tables(results)
+    write_json(results, out)
+    print(f"\nwrote {out} ({results['elapsed_seconds']} s)", flush=True)
+    return results
 
 
 # ----------------------------------------------------------------- tables
@@ -524,7 +773,8 @@ def main(argv=None):
     p.add_argument("--seeds", nargs="+", type=int, default=None)
     p.add_argument("--labels", nargs="+", default=None,
                    help='label counts, integers or "all" (default 20 50 100 500 all)')
-    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    p.add_argument("--methods", nargs="+", default=None, choices=METHODS,
+                   help="default: all (with --transforms: acp)")
     p.add_argument("--quick", action="store_true",
                    help="headline, K=20, seed 0, labels 20 and all")
     p.add_argument("--out", default=None)
@@ -535,12 +785,25 @@ def main(argv=None):
     p.add_argument("--report", metavar="JSON", default=None,
                    help="print the tables of a JSON written by this script (for "
                         "instance of a run stopped early) and store them in it")
+    p.add_argument("--transforms", nargs="+", default=None,
+                   metavar="OUTPUT",
+                   help="transform study instead of the method comparison: fit "
+                        "the noisy-OR of --methods (acp if none) once per corpus, "
+                        "K and seed and score these outputs of its posterior "
+                        f"('all' or any of {', '.join(TRANSFORMS)}); default --out "
+                        "results/bench_features_transform.json")
+    p.add_argument("--baseline", default=DEFAULT_OUT, metavar="JSON",
+                   help="with --transforms: the JSON whose lsa and raw figures "
+                        "the tables show (default results/bench_features.json)")
     args = p.parse_args(argv)
 
     if args.report:
         with open(args.report) as f:
             results = json.load(f)
-        results["tables"] = print_tables(results)
+        if "transforms" in results["settings"]:
+            results["tables"] = print_transform_tables(results)
+        else:
+            results["tables"] = print_tables(results)
         write_json(results, args.report)
         return results
 
@@ -556,7 +819,11 @@ def main(argv=None):
         seeds = args.seeds or [0, 1, 2]
         labels = parse_labels(args.labels or ["20", "50", "100", "500", "all"])
         out = args.out or DEFAULT_OUT
-    methods = [m for m in METHODS if m in args.methods]
+    methods = [m for m in METHODS if m in (args.methods or METHODS)]
+    if args.transforms:
+        if args.out is None and not args.quick:
+            out = TRANSFORM_OUT
+        return main_transforms(args, corpora, Ks, seeds, labels, out)
 
     import_skbinvi()
     results = {

@@ -91,3 +91,47 @@ def test_quick_mode_writes_the_json(tmp_path):
         if r["method"] in ("acp", "avi"):
             assert r["test_elbo"] < 0
             assert 0 <= r["causes_in_use"] <= 20
+
+
+def test_transform_outputs_of_the_study_are_their_definitions():
+    """The outputs compared by ``--transforms`` are what their names say,
+    computed from the logits alone (and the training statistics)."""
+    import numpy as np
+    from scipy.special import expit
+
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import bench_features
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    outputs = bench_features._transform_outputs()
+    assert set(bench_features.TRANSFORMS) == set(outputs)
+    rng = np.random.default_rng(0)
+    L = rng.normal(-5, 6, size=(40, 3))
+
+    class Model:
+        prior_ = np.array([0.1, 0.2, 0.3])
+
+    st = {"mean": L.mean(0), "std": L.std(0), "global_std": L.std()}
+    out = {k: f(L, Model, st) for k, (_, f) in outputs.items()}
+    np.testing.assert_array_equal(out["logit"], L)
+    np.testing.assert_allclose(out["probability"], expit(L))
+    np.testing.assert_allclose(out["logit_standardized"].std(0), 1.0)
+    np.testing.assert_allclose(out["logit_global_std"].std(), 1.0)
+    np.testing.assert_allclose(np.exp(out["log_q_log_1mq"]).reshape(40, 2, 3).sum(1),
+                               1.0)
+    np.testing.assert_allclose(out["softplus_logit"], -np.log1p(-expit(L)),
+                               rtol=1e-9)
+    assert out["q_logit"].shape == (40, 6)
+    assert np.abs(out["logit_clip5"]).max() <= 5.0
+
+
+def test_transform_study_parses_its_options(tmp_path):
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import bench_features
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    with pytest.raises(SystemExit):
+        bench_features.main(["--transforms", "no_such_output", "--corpora", "headline",
+                             "--out", str(tmp_path / "t.json")])
