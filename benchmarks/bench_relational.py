@@ -10,6 +10,9 @@ Run from the repository root::
     python benchmarks/bench_relational.py sparse --quick     # 10k entities
     python benchmarks/bench_relational.py triples --triples-dir DIR [DIR ...]
     python benchmarks/bench_relational.py collapse --seeds 8  # weak blocks (~4 min)
+    python benchmarks/bench_relational.py global --triples-dir NATIONS UMLS
+    python benchmarks/bench_relational.py global --datasets --triples-dir NATIONS \
+        --params '{"alpha": 1.0}' --settings global
 
 kinship
     The protocol of Miller, Griffiths and Jordan (NIPS 2009), Table 1, on the
@@ -82,12 +85,34 @@ collapse
     by at least 1/2 between two entities) and ``elbo_``. A fit with no
     feature in use has collapsed.
 
+global
+    One global model against one model per relation, on the same splits, with
+    the estimator's defaults (all of them, the private constants included;
+    ``--params`` sets parameters as JSON), on kinship (``--datasets
+    kinship``, the default; ``--datasets`` alone leaves it out) and on every
+    ``--triples-dir`` folder (read as in ``triples``). For every seed 20% of
+    the ordered triples (all relations, all ordered pairs i != j) are held
+    out, as in ``kinship``; *global* fits the rest at once, *single* fits one
+    two-column model per relation on that relation's training pairs (a
+    relation without a training link scores 0). Reported per seed and
+    setting: the mean of per-relation AUCs (the issue's summary), the pooled
+    AUC of all held-out triples, the per-relation AUCs, the fit's wall and
+    CPU seconds (summed over relations for *single*), and for the global
+    model ``alpha_``, the features in use and the held-out ELBO; then the
+    mean, min-max and standard deviation over seeds. A relation with one or
+    two held-out links has its AUC decided by the rank of those links, and
+    the mean of per-relation AUCs weighs it like any other relation: that
+    mean swings from seed to seed, the pooled AUC much less, so both are
+    reported, with the relations that have two held-out links or fewer at
+    some seed. The JSON (``bench_relational_global.json``) is rewritten after
+    every seed.
+
 Advanced settings
     ``--n-elbo-samples`` (default 8), ``--n-nonlink-samples`` (100) and
     ``--learning-offset`` (1.0) set the estimator's private module constants
     ``_N_ELBO_SAMPLES``, ``_N_NONLINK_SAMPLES`` and ``_LEARNING_OFFSET`` (User
-    Guide, "Advanced settings") for every task; the JSON records the values
-    in force under ``"advanced"``.
+    Guide, "Advanced settings") for every task but ``global``; the JSON
+    records the values in force under ``"advanced"``.
 
 Everything printed is also written to ``--out`` (JSON, with machine info).
 """
@@ -209,6 +234,7 @@ def kinship(args):
             )
             entry["single"] = {
                 "mean_auc": float(np.nanmean(aucs)),
+                "pooled_auc": _pooled_auc(y[test][keep], score[keep]),
                 "auc_per_relation": aucs.tolist(),
                 "skipped_relations": skipped,
                 "seconds": time.perf_counter() - tic,
@@ -494,7 +520,7 @@ def triples(args):
                              f"alpha={alpha})")
                     rows.setdefault(label, []).append(
                         {"seed": seed, "mean_auc": float(np.nanmean(aucs)),
-                         "alpha": model.alpha, "n_iter": model.n_iter_,
+                         "alpha": model.alpha_, "n_iter": model.n_iter_,
                          "converged": bool(model.converged_), "skipped": skipped,
                          "seconds": time.perf_counter() - tic})
                     print(f"{name} seed {seed} {label}: mean AUC "
@@ -511,6 +537,141 @@ def triples(args):
                                 "n_triples": int(len(y)), "density": float(y.mean()),
                                 "rows": rows}
     return record
+
+
+def _pooled_auc(y, score):
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(y, score)) if 0 < y.sum() < y.size else float("nan")
+
+
+def _global_data(args):
+    """(name, X, y, R) of every data set of the ``global`` task."""
+    from skbinvi.datasets import load_kinships
+
+    data = []
+    if "kinship" in args.datasets:
+        kin = load_kinships(relation="all")
+        data.append(("kinship", kin.data, kin.target, len(kin.relation_names)))
+    for folder in args.triples_dir or []:
+        X, y, _, R = _read_triples(folder)
+        data.append((os.path.basename(os.path.normpath(folder)), X, y, R))
+    return data
+
+
+def _fit_scored(params, X_train, y_train, X_test, seed):
+    """Fit with ``params``; (scores of X_test, model, wall s, CPU s)."""
+    from skbinvi import LatentFeatureRelational
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    model = LatentFeatureRelational(random_state=seed, **params)
+    model.fit(X_train, y_train)
+    return (model.decision_function(X_test), model,
+            time.perf_counter() - wall, time.process_time() - cpu)
+
+
+def global_vs_separate(args):
+    """One global model against one model per relation, on the same splits."""
+    params = dict(args.params)
+    record = {"params": params, "data": {}}
+    out = args.out or os.path.join(
+        HERE, "results",
+        f"bench_relational_global{'_quick' if args.quick else ''}.json")
+    for name, X, y, R in _global_data(args):
+        counts = np.bincount(X[y == 1, 2], minlength=R)
+        print(f"{name}: {X[:, :2].max() + 1} entities, {R} relations, {len(y)} "
+              f"ordered triples, links per relation {counts.min()}-{counts.max()}; "
+              f"LatentFeatureRelational({params}) defaults otherwise", flush=True)
+        entry = record["data"][name] = {
+            "n_relations": R, "n_triples": int(len(y)),
+            "links_per_relation": counts.tolist(), "seeds": []}
+        for seed in range(args.seeds):
+            test = np.random.RandomState(seed).random_sample(len(y)) < 0.2
+            yt, rel = y[test], X[test, 2]
+            row = {"seed": seed,
+                   "heldout_links_per_relation": np.bincount(
+                       rel[yt == 1], minlength=R).tolist()}
+            if "global" in args.settings:
+                score, model, wall, cpu = _fit_scored(params, X[~test], y[~test],
+                                                      X[test], seed)
+                aucs, skipped = _mean_auc(yt, score, rel, range(R))
+                row["global"] = {
+                    "mean_auc": float(np.nanmean(aucs)),
+                    "pooled_auc": _pooled_auc(yt, score),
+                    "auc_per_relation": aucs.tolist(), "skipped_relations": skipped,
+                    "alpha": float(getattr(model, "alpha_", model.alpha)),
+                    "n_active_components": int(model.n_active_components_),
+                    "heldout_elbo": float(model.elbo(X[test], yt)),
+                    "n_iter": int(model.n_iter_), "seconds": wall,
+                    "cpu_seconds": cpu}
+            if "single" in args.settings:
+                score = np.full(test.sum(), np.nan)
+                wall = cpu = 0.0
+                alphas = []
+                for r in range(R):
+                    tr, te = ~test & (X[:, 2] == r), test & (X[:, 2] == r)
+                    if len(np.unique(y[tr])) < 2:  # no link to learn from
+                        score[rel == r] = 0.0
+                        continue
+                    s, model, w, c = _fit_scored(params, X[tr, :2], y[tr],
+                                                 X[te, :2], seed)
+                    score[rel == r] = s
+                    wall, cpu = wall + w, cpu + c
+                    alphas.append(float(getattr(model, "alpha_", model.alpha)))
+                aucs, skipped = _mean_auc(yt, score, rel, range(R))
+                # pooled over relations, each relation's scores are on its own
+                # model's scale: pooled AUC of the separate models is only
+                # comparable when the biases are calibrated (they are, probit)
+                row["single"] = {
+                    "mean_auc": float(np.nanmean(aucs)),
+                    "pooled_auc": _pooled_auc(yt, score),
+                    "auc_per_relation": aucs.tolist(), "skipped_relations": skipped,
+                    "alpha_median": float(np.median(alphas)) if alphas else None,
+                    "seconds": wall, "cpu_seconds": cpu}
+            entry["seeds"].append(row)
+            print(f"{name} seed {seed}: " + "; ".join(
+                f"{k} mean AUC {row[k]['mean_auc']:.4f} pooled "
+                f"{row[k]['pooled_auc']:.4f} ({row[k]['cpu_seconds']:.0f} CPU s, "
+                f"{row[k]['seconds']:.0f} s)"
+                for k in ("global", "single") if k in row), flush=True)
+            _global_summary(entry)
+            with open(out, "w") as f:  # after every seed: long runs keep results
+                json.dump({**record, "task": "global", "machine": _machine(),
+                           "args": vars(args), "advanced": _advanced()}, f, indent=1)
+        print(entry["table"], flush=True)
+    return record
+
+
+def _global_summary(entry):
+    """Mean, spread (min-max, standard deviation) over seeds, and a table.
+
+    The mean of per-relation AUCs weighs a relation with one or two held-out
+    links like any other: one link's rank moves that relation's AUC by up to
+    1 and the mean by up to 1/R. The pooled AUC (all held-out entries at
+    once) does not have that variance, so both are reported.
+    """
+    lines = ["| model | summary | seeds | mean | min-max | sd | CPU s |",
+             "|---|---|---|---|---|---|---|"]
+    for setting, label in (("global", "one global model"),
+                           ("single", "one model per relation")):
+        rows = [s[setting] for s in entry["seeds"] if setting in s]
+        if not rows:
+            continue
+        for key in ("mean_auc", "pooled_auc"):
+            v = np.array([r[key] for r in rows])
+            entry[f"{setting}_{key}"] = {
+                "mean": float(v.mean()), "min": float(v.min()),
+                "max": float(v.max()), "std": float(v.std())}
+            lines.append(
+                f"| {label} | {key.replace('_auc', '')} | "
+                f"{', '.join(f'{x:.4f}' for x in v)} | {v.mean():.4f} | "
+                f"{v.min():.4f}-{v.max():.4f} | {v.std():.4f} | "
+                f"{np.mean([r['cpu_seconds'] for r in rows]):.0f} |")
+    few = [r for r, n in enumerate(np.min([s["heldout_links_per_relation"]
+                                           for s in entry["seeds"]], axis=0))
+           if n <= 2]
+    lines.append(f"relations with <= 2 held-out links at some seed: {few}")
+    entry["table"] = "\n".join(lines)
 
 
 COLLAPSE_BLOCKS = [(0.25, 0.03), (0.5, 0.02), (0.8, 0.05)]
@@ -575,13 +736,18 @@ def collapse(args):
     return {"rows": rows}
 
 
+def _alpha(value):
+    """An ``alpha`` of the command line: "auto" or a number."""
+    return value if value == "auto" else float(value)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("task", choices=["kinship", "speed", "sparse", "triples",
-                                         "collapse"])
+                                         "collapse", "global"])
     parser.add_argument(
         "--quick",
         action="store_true",
@@ -615,18 +781,27 @@ def main(argv=None):
                         help="triples: folders of tab-separated triples")
     parser.add_argument("--triples-components", nargs="+", type=int, default=[10],
                         help="triples: n_components values")
-    parser.add_argument("--alphas", nargs="+", type=float, default=[1.0],
-                        help="triples: alpha values")
+    parser.add_argument("--alphas", nargs="+", type=_alpha, default=["auto"],
+                        help="triples: alpha values ('auto' or numbers)")
+    parser.add_argument("--datasets", nargs="*", default=["kinship"],
+                        choices=["kinship"],
+                        help="global: built-in data sets (kinship), besides "
+                        "--triples-dir folders")
+    parser.add_argument("--params", type=json.loads, default={},
+                        help="global: estimator parameters as JSON, e.g. "
+                        "'{\"alpha\": 1.0}' (default: the estimator's defaults)")
     parser.add_argument("--out", default=None, help="JSON output")
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds, args.max_iter = 1, 5
     warnings.simplefilter("ignore")
-    _set_advanced(args)
+    if args.task != "global":  # global: the estimator's own settings, all of them
+        _set_advanced(args)
     record = {"task": args.task, "machine": _machine(), "args": vars(args),
               "advanced": _advanced()}
     record.update({"kinship": kinship, "speed": speed, "sparse": sparse,
-                   "triples": triples, "collapse": collapse}[args.task](args))
+                   "triples": triples, "collapse": collapse,
+                   "global": global_vs_separate}[args.task](args))
     suffix = "_quick" if args.quick else ""
     out = args.out or os.path.join(
         HERE, "results", f"bench_relational_{args.task}{suffix}.json"

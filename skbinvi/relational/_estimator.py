@@ -36,6 +36,10 @@ _FEATURE_SPREAD = 0.5
 # share of |best ELBO| below the best beyond which a full-sweep iteration
 # restarts the patience of the tol rule (see _plateau_band)
 _PLATEAU_FRACTION = 0.1
+# alpha="auto": the ridge is 1 while every weight has at least this many
+# training pairs per relation (pairs per relation / weights per relation),
+# and grows as 1 / (pairs per weight) below (see _auto_alpha)
+_AUTO_PAIRS_PER_WEIGHT = 10.0
 
 # Advanced settings (User Guide, "Advanced settings"). Module constants, read
 # at every fit, partial_fit and scoring call: tests patch them with
@@ -146,7 +150,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     entities' features. The posterior is approximated by mean field,
     :math:`q(z) = \prod_{id} \mathrm{Bernoulli}(q_{id})`
     (``latent_features_``); the weights are point estimates with a Gaussian
-    (ridge) prior of precision ``alpha``. Every inference method maximizes,
+    (ridge) prior of precision ``alpha_``. Every inference method maximizes,
     and reports, the true ELBO ([1]_ Eq. A.1)
 
     .. math::
@@ -208,10 +212,15 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         Entities without pairs start, and stay, at the prior.
     feature_prior : float in (0, 1), default=0.5
         Prior probability rho of each feature, :math:`p(z_{id} = 1)`.
-    alpha : float >= 0, default=1.0
+    alpha : float >= 0 or "auto", default="auto"
         Precision of the Gaussian prior :math:`N(0, 1/\alpha)` on every
         weight (entries of W_r), a ridge penalty; the biases b_r are not
-        penalized. Tune it with ``n_components`` by cross-validation.
+        penalized. "auto": 1 while the mean number of training pairs per
+        relation is at least 10 times the number of weights per relation
+        (D^2 for full W, D for diagonal), ``10 * weights / pairs`` below
+        that (``alpha_``): few entities with many relations, where every
+        weight of W_r rests on a few pairs, get a stronger ridge.
+        Tune it with ``n_components`` by cross-validation.
     n_mc_samples : int, default=10
         "mcvi" and "score": joint samples of q per iteration (or stochastic
         step). The variance of a step falls as 1 / ``n_mc_samples``; the cost
@@ -286,6 +295,10 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         W_r for ``weights="full"``; the diagonals w_r for "diagonal".
     intercept_ : ndarray of shape (``n_relations_``,)
         Biases b_r.
+    alpha_ : float
+        Ridge precision in use: ``alpha``, or the value "auto" chose from
+        the pairs of the last :meth:`fit` (the pairs seen so far for
+        :meth:`partial_fit`).
     classes_ : ndarray of shape (2,)
         The two labels of y; ``classes_[1]`` means "linked".
     elbo_ : float
@@ -369,7 +382,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         "inference": [StrOptions({"mcvi", "cavi", "score"})],
         "init": [StrOptions({"auto", "spectral", "nmf", "random"})],
         "feature_prior": [Interval(Real, 0, 1, closed="neither")],
-        "alpha": [Interval(Real, 0, None, closed="left")],
+        "alpha": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],
         "n_mc_samples": [IntInterval(1, None, closed="left")],
         "n_entities": [None, IntInterval(2, None, closed="left")],
         "unlisted_pairs": [StrOptions({"unobserved", "nonlinks"})],
@@ -388,7 +401,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         inference="mcvi",
         init="auto",
         feature_prior=0.5,
-        alpha=1.0,
+        alpha="auto",
         n_mc_samples=10,
         n_entities=None,
         unlisted_pairs="unobserved",
@@ -629,9 +642,33 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         self._record_relations(triples[:, 2], n_relations, reset=not warm)
         self.n_entities_ = n_entities
         self.n_relations_ = n_relations
+        self.alpha_ = self._auto_alpha(triples.shape[0])
         self._cache = {}
         self._store = None
         return self._fit_loop(triples, x)
+
+    def _auto_alpha(self, n_rows):
+        """The ridge precision of a fit on ``n_rows`` listed pairs.
+
+        ``alpha`` if it is a number. "auto": ``max(1, c F / n)`` with F the
+        weights per relation (D^2, or D for diagonal W), n the mean training
+        pairs per relation trained on (``n_entities_ (n_entities_ - 1)``
+        with "nonlinks", every pair being observed) and c =
+        ``_AUTO_PAIRS_PER_WEIGHT``. So 1 (the fit is that of ``alpha=1``)
+        while every weight has c pairs or more; below that the weights
+        would fit the noise of a handful of pairs each (a global model of
+        14 entities and 55 relations has 146 pairs per relation in training
+        for 100 weights each), and the ridge grows in proportion.
+        """
+        if self.alpha != "auto":
+            return float(self.alpha)
+        D = int(self.n_components)
+        F = D if self._diag else D * D
+        if self.unlisted_pairs == "nonlinks":
+            per_relation = self.n_entities_ * (self.n_entities_ - 1.0)
+        else:
+            per_relation = n_rows / max(int(self._trained_relations().sum()), 1)
+        return float(max(1.0, _AUTO_PAIRS_PER_WEIGHT * F / max(per_relation, 1.0)))
 
     def _sizes(self, triples):
         """(number of entities, number of relations) of validated triples."""
@@ -790,6 +827,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         )
         store.source = triples
         self._store = store
+        self.alpha_ = self._auto_alpha(store.n_rows)
         self._partial_fit_iteration(triples, x)
         # the iteration's value is the ELBO of the pairs seen so far, at the
         # state it leaves
@@ -831,6 +869,15 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             self._cache = {}
         self._cache[id(triples)] = (triples, pairs)
         return pairs
+
+    def _ridge(self):
+        """The ridge precision in force: ``alpha_`` (a state without it,
+        such as a model pickled before "auto" existed, has a numeric
+        ``alpha``; 1 otherwise)."""
+        alpha = getattr(self, "alpha_", None)
+        if alpha is None:
+            alpha = 1.0 if self.alpha == "auto" else self.alpha
+        return float(alpha)
 
     @property
     def _diag(self):
@@ -948,7 +995,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             pairs.skeys,
         )
         b, W = self._b.copy(), self._W.copy()
-        _kernels.solve_weights(A, rhs0, rhsW, self.alpha, self._diag, b, W)
+        _kernels.solve_weights(A, rhs0, rhsW, self._ridge(), self._diag, b, W)
         self._b = (1.0 - r) * self._b + r * b
         self._W = (1.0 - r) * self._W + r * W
 
@@ -1207,7 +1254,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
 
     def _newton_weights(self, system, step):
         """(b, W) <- (b, W) + t * Newton direction of the penalized weight
-        objective (ridge ``alpha`` on W), with t <= ``step``.
+        objective (ridge ``alpha_`` on W), with t <= ``step``.
 
         The curvature is taken at the pairs' mean linear predictors, which
         can underestimate it; so if the directional derivative changes sign
@@ -1218,7 +1265,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         """
         R, D = self._W.shape[0], self.n_components
         F = D + 1 if self._diag else D * D + 1
-        ridge = np.full(F, float(self.alpha))
+        ridge = np.full(F, self._ridge())
         ridge[0] = 0.0
 
         def pack(b, W):
