@@ -199,12 +199,13 @@ def render(name, fmt="markdown"):
     return table.markdown() if fmt == "markdown" else table.rst()
 
 
-_BLOCK = re.compile(r"(<!-- table: (\w+) -->\n)(.*?)(\n<!-- /table -->)", re.S)
+_BLOCK = re.compile(r"(<!-- table: (\w+) -->\n)(.*?)(<!-- /table -->)", re.S)
 
 
 def update_readme(text):
     """``text`` with every marked table block re-rendered from the JSON."""
-    return _BLOCK.sub(lambda m: m.group(1) + render(m.group(2)) + m.group(4), text)
+    return _BLOCK.sub(lambda m: m.group(1) + render(m.group(2)) + "\n" + m.group(4),
+                      text)
 
 
 def main(argv=None):
