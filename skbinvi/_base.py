@@ -141,10 +141,12 @@ class BaseVariational(BaseEstimator):
 
     ``_initialize(X, y, rng)``
         Set fresh parameters (called once per run of ``n_init``).
-    ``_iterate(X, y, rng) -> float``
+    ``_iterate(X, y, rng, partial=False) -> float``
         One iteration (an epoch, a sweep, a block of MCMC sweeps); returns the
         training objective in nats per sample (the ELBO, or what the
-        estimator documents instead).
+        estimator documents instead). ``partial=True`` in ``partial_fit``:
+        the rows are a new chunk, not the training set of earlier
+        iterations.
     ``_elbo_per_sample(X, y) -> float``
         The ELBO of the rows (X, y) at the current parameters, divided by the
         number of rows (nats per sample).
@@ -187,7 +189,7 @@ class BaseVariational(BaseEstimator):
     def _initialize(self, X, y, rng):  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _iterate(self, X, y, rng):  # pragma: no cover - abstract
+    def _iterate(self, X, y, rng, partial=False):  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _elbo_per_sample(self, X, y):  # pragma: no cover - abstract
@@ -568,7 +570,7 @@ class BaseVariational(BaseEstimator):
         start = time.perf_counter()
         self._n_train_rows = X.shape[0]
         value = self._checked_value(
-            self._iterate(X, y, self.random_state_), "ELBO", it
+            self._iterate(X, y, self.random_state_, partial=True), "ELBO", it
         )
         self.elbo_history_ = np.append(self.elbo_history_, value)
         self.n_iter_ = self.elbo_history_.size

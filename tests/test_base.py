@@ -62,7 +62,7 @@ class ToyGaussianMean(BaseVariational):
         entropy = 0.5 * np.log(2 * np.pi * np.e * s2)
         return loglik + logprior + entropy
 
-    def _iterate(self, X, y, rng):
+    def _iterate(self, X, y, rng, partial=False):
         target = X.sum() / (X.size + 1)
         self.m_ = self.m_ + self.step * (target - self.m_)
         return self._elbo_per_sample(X, y)
@@ -308,7 +308,7 @@ class ToyWithAFall(ToyGaussianMean):
 
     band = np.inf
 
-    def _iterate(self, X, y, rng):
+    def _iterate(self, X, y, rng, partial=False):
         self._calls = getattr(self, "_calls", 0) + 1
         if self._calls == 3:
             self.m_ += 50.0

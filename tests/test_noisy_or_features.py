@@ -365,9 +365,10 @@ def test_an_empty_cause_is_counted_out_quietly():
     """A cause whose prior ends below 1 / n_samples is on in less than one
     training row; a warm fit that ends with one is quiet and counts it out of
     ``n_active_components_``. The state comes from a real fit continued with
-    warm_start."""
+    warm_start, after the epochs in which unused causes are re-seeded."""
     X, _ = make_noisy_or(300, 30, 3, density=0.3, random_state=0)
-    model = NoisyORFactorizer(4, max_iter=3, random_state=0).fit(X)
+    model = NoisyORFactorizer(4, max_iter=_estimator._REVIVAL_EPOCHS,
+                              random_state=0).fit(X)
     model._logit_prior[0] = -12.0  # prior 6e-6: on in 0.002 of 300 rows
     model.set_params(warm_start=True, max_iter=1)
     with warnings_as_errors():
@@ -451,8 +452,10 @@ def test_warnings_point_at_the_callers_line():
     with pytest.warns(ConvergenceWarning) as record:
         make_pipeline(NoisyORFactorizer(2, max_iter=1, tol=1e-3, random_state=0)).fit(X)
     assert record[0].filename == __file__
-    # max_iter=2: re-seeding (first half of max_iter epochs) is over
-    model = NoisyORFactorizer(4, max_iter=2, random_state=0).partial_fit(X)
+    # after the epochs in which unused causes are re-seeded
+    model = NoisyORFactorizer(4, random_state=0)
+    for _ in range(_estimator._REVIVAL_EPOCHS):
+        model.partial_fit(X)
     model._logit_prior[:3] = -10.0
     with warnings_as_errors():
         model.partial_fit(X[:50])

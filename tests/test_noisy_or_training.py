@@ -160,3 +160,34 @@ def test_delayed_updates_train_as_well_as_plain_adam(seed, monkeypatch):
     assert delayed.elbo_history_[-3:].mean() > delayed.elbo_history_[0] + 2.0
     assert abs(delayed.elbo_ - plain.elbo_) < 0.5
     assert recovered(delayed) == recovered(plain) >= 2
+
+
+def _kill_cause(model, k):
+    """Set the prior of cause k far below the threshold of an unused cause."""
+    model._logit_prior[k] = -12.0
+    model._sync_constrained()
+
+
+@pytest.mark.parametrize("inference", ["acp", "avi"])
+def test_revival_is_scheduled_on_the_model_s_epochs_not_on_max_iter(inference):
+    """An unused cause is re-seeded during the model's first _REVIVAL_EPOCHS
+    epochs however they are split into fits: one-epoch warm fits (for which
+    half of max_iter is 0) revive a cause that dies at epoch 2, and a cause
+    that dies after the schedule stays unused."""
+    X, _ = make_noisy_or(n_samples=200, n_features=30, n_components=3,
+                         random_state=0)
+    K = 8
+    fresh = min(0.5, 5.0 / K)
+    model = NoisyORFactorizer(K, inference=inference, max_iter=1, tol=None,
+                              warm_start=True, random_state=0)
+    model.fit(X).fit(X)  # epochs 1 and 2
+    _kill_cause(model, 3)
+    model.fit(X)  # epoch 3: revived at its end, with the initial prior
+    assert model._epoch == 3
+    assert_allclose(model.prior_[3], fresh)
+    model.set_params(max_iter=_estimator._REVIVAL_EPOCHS - 3).fit(X)
+    assert model._epoch == _estimator._REVIVAL_EPOCHS
+    _kill_cause(model, 5)
+    model.set_params(max_iter=2).fit(X)  # past the schedule: left alone
+    assert model.prior_[5] < _estimator._DEAD_PRIOR
+    assert model.n_active_components_ == K - 1

@@ -797,7 +797,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         st["trace"].append(res.log_posterior)
         return float(np.mean(res.log_posterior))
 
-    def _iterate(self, X, y, rng):
+    def _iterate(self, X, y, rng, partial=False):
         kind, n = self._kind(), X.shape[0]
         total = 0.0
         if kind == "vmf":

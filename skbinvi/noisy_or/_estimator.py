@@ -190,9 +190,12 @@ def _csr_arrays(X):
 _LOCAL_STEP = 0.5
 _LOCAL_TOL = 1e-4
 # A cause whose prior probability ends below this value is unused (not counted
-# in n_active_components_); in the first half of max_iter epochs it is
-# re-seeded (NoisyORFactorizer._revive_unused_causes).
+# in n_active_components_); in the first _REVIVAL_EPOCHS epochs of the model
+# it is re-seeded (NoisyORFactorizer._revive_unused_causes). The schedule
+# counts the model's epochs, not max_iter: fit(max_iter=2) and a warm start
+# for 2 more epochs revive as fit(max_iter=4) does.
 _DEAD_PRIOR = 0.01
+_REVIVAL_EPOCHS = 5
 
 # Advanced settings (User Guide, "Advanced settings"). Module constants, read
 # at every fit, transform and score: tests patch them with monkeypatch.setattr.
@@ -1062,11 +1065,13 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         model explains worst: theta_k (``init="data"``-style, seeded on one of
         the 10% rows with the lowest ELBO of the epoch), the initial prior, zero
         Adam moments, and for "avi" a fresh column of the encoder's output
-        layer. Only during the first half of ``max_iter`` epochs, so that a
-        revived cause has time to become a real one or to die for good (then
-        :meth:`fit` warns). Cost O(n_features (number of revived causes)).
+        layer. Only during the model's first ``_REVIVAL_EPOCHS`` (5) epochs,
+        counted across ``warm_start`` fits and ``partial_fit`` calls, so that
+        a revived cause has time to become a real one or to end unused (not
+        counted in ``n_active_components_``). Cost O(n_features (number of
+        revived causes)).
         """
-        if self._epoch > self.max_iter // 2:
+        if self._epoch > _REVIVAL_EPOCHS:
             return
         dead = np.flatnonzero(self._logit_prior < logit(_DEAD_PRIOR))
         if dead.size == 0:
@@ -1307,9 +1312,15 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         return self._fit_loop(X)
 
     # ------------------------------------------------- hooks of the fit loop
-    def _iterate(self, X, y, rng):
-        """One epoch (one EM iteration for "jj"); the training ELBO per row."""
-        if self.inference in ("svi", "jj") and not getattr(self, "_online", False) and (
+    def _iterate(self, X, y, rng, partial=False):
+        """One epoch (one EM iteration for "jj"); the training ELBO per row.
+
+        ``partial=True`` (``partial_fit``): the rows are new, so "svi" starts
+        their logits from the prior instead of keeping them between epochs.
+        """
+        if partial:
+            self._local_logits = None
+        elif self.inference in ("svi", "jj") and (
             self._local_logits is None or self._local_logits.shape[0] != X.shape[0]
         ):
             # the training rows' logits, kept between epochs
@@ -1467,11 +1478,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         """
         first_time = not self._is_initialized()
         X = self._check_X(X, reset=first_time)
-        self._online = True  # new rows: "svi" starts their logits from the prior
-        try:
-            return self._partial_fit_iteration(X)
-        finally:
-            self._online = False
+        return self._partial_fit_iteration(X)
 
     # -------------------------------------------------------------- inference
     def transform(self, X):

@@ -999,7 +999,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         self._b = (1.0 - r) * self._b + r * b
         self._W = (1.0 - r) * self._W + r * W
 
-    def _iterate(self, X, y, rng):
+    def _iterate(self, X, y, rng, partial=False):
         # the weight systems are small (D^2 + 1 unknowns): threaded BLAS only
         # adds overhead on busy cores (a 101 x 101 solve took 0.3 s, measured)
         with single_threaded_blas():
