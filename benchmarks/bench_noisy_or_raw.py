@@ -4,6 +4,7 @@ Run from the repository root (needs the Reuters-21578 source files in
 ``../shared/data/reuters21578``, or ``--source``)::
 
     python benchmarks/bench_noisy_or_raw.py        # ~2 min on 2 cores
+    python benchmarks/bench_noisy_or_raw.py --quick  # r4long, K=20, seed 0 (< 1 min)
     # the two small corpora, every fit timed three times (median; ~3 min)
     python benchmarks/bench_noisy_or_raw.py --corpora r4long rare \
         --components 50 100 150 --repeat 3 \
@@ -14,7 +15,8 @@ Run from the repository root (needs the Reuters-21578 source files in
 
 The bundled Reuters matrices (``skbinvi.datasets.load_reuters``) use our own
 lemmatized vocabulary, and the defaults were chosen on them. This benchmark
-builds three other corpora from the same source, the way a user would, with
+takes three other corpora from the same source (``_corpora.raw_corpora``;
+``bench_noisy_or.py --corpora`` reaches them too), built the way a user would, with
 ``CountVectorizer(binary=True, min_df=5, max_features=3000,
 stop_words="english")`` on the raw body text of single-topic ModApte
 documents:
@@ -50,64 +52,17 @@ N times, the three methods taking turns, and reports the median.
 import argparse
 import itertools
 import json
+import os
 import sys
 import time
 import warnings
-from collections import Counter
-from pathlib import Path
 
-from _harness import ROOT, import_skbinvi, machine_info, table
+import numpy as np
+from _corpora import RAW_CORPORA, raw_corpora
+from _harness import default_accuracy, machine_info, split_passes, table
 
-import_skbinvi()
-
-import numpy as np  # noqa: E402
-
-sys.path.insert(0, str(Path(ROOT) / "tools"))
-import build_datasets  # noqa: E402
-from bench_noisy_or import _default_accuracy  # noqa: E402
-
-CORPORA = ("r4long", "r7", "rare", "r52")
+HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_CORPORA = ("r4long", "r7", "rare")
-
-
-def raw_corpora(source, names=CORPORA):
-    """The corpora ``names``: name -> (X_train, y_train, X_test, y_test), binary CSR."""
-    from sklearn.feature_extraction.text import CountVectorizer
-
-    docs = build_datasets.select_modapte(build_datasets.parse_reuters_sgml(source))
-    single = [d for d in docs if len(d["topics"]) == 1 and d["body"]]
-    n_train = Counter(d["topics"][0] for d in single if d["lewissplit"] == "TRAIN")
-    n_test = Counter(d["topics"][0] for d in single if d["lewissplit"] == "TEST")
-    r8 = set(build_datasets.R8_CATEGORIES)
-    topics = {
-        "r4long": {"crude", "trade", "money-fx", "interest"},
-        "r7": r8 - {"earn"},
-        "rare": {c for c in n_train
-                 if c not in r8 and n_train[c] >= 10 and n_test[c] >= 5},
-        "r52": {c for c in n_train if n_test[c] >= 1},
-    }
-    # r52: the whole vocabulary of words in two documents or more
-    vectorizer_options = {"r52": dict(min_df=2, max_features=None)}
-    out = {}
-    for name in names:
-        keep = topics[name]
-        train = [d for d in single if d["topics"][0] in keep
-                 and d["lewissplit"] == "TRAIN"]
-        test = [d for d in single if d["topics"][0] in keep
-                and d["lewissplit"] == "TEST"]
-        options = dict(min_df=5, max_features=3000)
-        options.update(vectorizer_options.get(name, {}))
-        vectorizer = CountVectorizer(binary=True, stop_words="english", **options)
-        X_train = vectorizer.fit_transform([d["body"] for d in train])
-        X_test = vectorizer.transform([d["body"] for d in test])
-        y_train = np.array([d["topics"][0] for d in train])
-        y_test = np.array([d["topics"][0] for d in test])
-        # documents with no word of the vocabulary carry nothing to classify
-        rows_train = X_train.getnnz(axis=1) > 0
-        rows_test = X_test.getnnz(axis=1) > 0
-        out[name] = (X_train[rows_train].astype(np.float64), y_train[rows_train],
-                     X_test[rows_test].astype(np.float64), y_test[rows_test])
-    return out
 
 
 def timed_fit(method, K, seed, X_train):
@@ -132,7 +87,7 @@ def timed_fit(method, K, seed, X_train):
 def evaluate(model, method, K, seed, seconds, caught, X_train, y_train, X_test,
              y_test):
     """The result row of a fit: median seconds (and every repeat), accuracy, ELBO."""
-    accuracy, _ = _default_accuracy(model.transform(X_train), y_train,
+    accuracy, _ = default_accuracy(model.transform(X_train), y_train,
                                     model.transform(X_test), y_test)
     result = dict(method=method, K=K, seed=seed,
                   fit_seconds=round(float(np.median(seconds)), 2),
@@ -152,45 +107,58 @@ def evaluate(model, method, K, seed, seconds, caught, X_train, y_train, X_test,
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", default=str(build_datasets.DEFAULT_REUTERS_SOURCE),
-                        help="folder of the Reuters-21578 .sgm.gz files")
-    parser.add_argument("--components", type=int, nargs="+", default=[50, 100])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--corpora", nargs="+", choices=CORPORA,
-                        default=list(DEFAULT_CORPORA),
-                        help="default: %(default)s (r52 only when named)")
+    parser.add_argument("--corpora", nargs="+", choices=RAW_CORPORA, metavar="NAME",
+                        default=None,
+                        help=f"any of {' '.join(RAW_CORPORA)} (default: "
+                             f"{' '.join(DEFAULT_CORPORA)}; quick: r4long)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: r4long, K=20, seed 0, written to "
+                             "results/bench_noisy_or_raw_quick.json")
+    parser.add_argument("--components", type=int, nargs="+", default=None,
+                        metavar="K", help="default 50 100 (quick 20)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None,
+                        metavar="SEED", help="default 0 1 2 (quick 0)")
+    parser.add_argument("--out", default=None,
+                        help="JSON output (default results/bench_noisy_or_raw.json, "
+                             "or bench_noisy_or_raw_quick.json with --quick)")
+    parser.add_argument("--source", default=None,
+                        help="folder of the Reuters-21578 .sgm.gz files (default "
+                             "../shared/data/reuters21578)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="time every fit this many times, the methods taking "
                              "turns, and report the median (the fits are "
                              "deterministic; the last one is evaluated)")
-    parser.add_argument("--out", default=str(Path(ROOT) / "benchmarks" / "results"
-                                              / "bench_noisy_or_raw.json"))
     args = parser.parse_args(argv)
+    quick = args.quick
+    names = args.corpora or (["r4long"] if quick else list(DEFAULT_CORPORA))
+    Ks = args.components or ([20] if quick else [50, 100])
+    seeds = args.seeds or ([0] if quick else [0, 1, 2])
+    out = args.out or os.path.join(HERE, "results", "bench_noisy_or_raw_quick.json"
+                                   if quick else "bench_noisy_or_raw.json")
     from skbinvi import NoisyORFactorizer
 
     start = time.perf_counter()
-    corpora = raw_corpora(Path(args.source))
-    X0 = corpora["r4long"][0]
-    from bench_noisy_or import _split_passes
+    corpora = raw_corpora(args.source, names=names)
+    X0 = corpora[names[0]][0]
 
     # compile (or load) the kernels first, those of the passes split between
     # threads too
     for method, split in itertools.product(("acp", "avi"), (False, True)):
-        with warnings.catch_warnings(), _split_passes(split):
+        with warnings.catch_warnings(), split_passes(split):
             warnings.simplefilter("ignore")
             model = NoisyORFactorizer(5, inference=method, max_iter=1).fit(X0[:100])
             model.score(X0[:10])
     results = {"machine": machine_info(), "repeat": args.repeat,
                "corpora": {}, "fits": []}
     rows = []
-    for name in args.corpora:
+    for name in names:
         X_train, y_train, X_test, y_test = corpora[name]
         results["corpora"][name] = dict(
             n_train=X_train.shape[0], n_test=X_test.shape[0],
             n_features=X_train.shape[1], n_classes=len(set(y_train)),
             words_per_document=round(float(X_train.getnnz(axis=1).mean()), 1))
-        for K in args.components:
-            for seed in args.seeds:
+        for K in Ks:
+            for seed in seeds:
                 methods = ("lda", "acp", "avi")
                 seconds = {method: [] for method in methods}
                 for rep in range(args.repeat):
@@ -213,11 +181,11 @@ def main(argv=None):
          "causes > 0.01"], rows,
         title="Default fits on raw-vocabulary corpora",
         notes=[f"{n}: {c}" for n, c in results["corpora"].items()]))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w") as f:
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
         json.dump(results, f, indent=1)
     print(f"Total wall time {results['total_seconds'] / 60:.1f} min; "
-          f"results written to {args.out}")
+          f"results written to {out}")
     return 0
 
 

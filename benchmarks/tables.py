@@ -100,7 +100,7 @@ def noisy_or_vs_lda():
               "ACP fit s", "ACP accuracy", "ACP test ELBO", "ACP causes in use",
               "AVI fit s", "AVI accuracy", "AVI test ELBO", "AVI causes in use"]
     return Table(header, rows, "python benchmarks/bench_noisy_or.py --sections ttq "
-                 "--ttq-corpora body --components 50 100 150 (and r8)")
+                 "--corpora body --components 50 100 150 --seeds 0 1 2 (and r8)")
 
 
 _CORPUS_LABELS = {"body": "Reuters bodies", "r8": "R8", "headline": "Reuters headlines",

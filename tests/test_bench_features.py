@@ -94,7 +94,7 @@ def test_quick_mode_writes_the_json(tmp_path):
 
 
 def test_transform_outputs_of_the_study_are_their_definitions():
-    """The outputs compared by ``--transforms`` are what their names say,
+    """The outputs compared by ``--sections transforms`` are what their names say,
     computed from the logits alone (and the training statistics)."""
     import numpy as np
     from scipy.special import expit
@@ -133,5 +133,9 @@ def test_transform_study_parses_its_options(tmp_path):
     finally:
         sys.path.remove(str(SCRIPT.parent))
     with pytest.raises(SystemExit):
-        bench_features.main(["--transforms", "no_such_output", "--corpora", "headline",
+        bench_features.main(["--sections", "transforms", "--transform-outputs",
+                             "no_such_output", "--corpora", "headline",
+                             "--out", str(tmp_path / "t.json")])
+    with pytest.raises(SystemExit):  # one JSON file per section
+        bench_features.main(["--sections", "methods", "transforms",
                              "--out", str(tmp_path / "t.json")])

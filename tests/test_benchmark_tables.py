@@ -24,7 +24,8 @@ def test_readme_tables_equal_the_results():
     names = re.findall(r"<!-- table: (\w+) -->", text)
     assert names, "the README has no rendered table"
     for name in names:
-        assert tables.render(name) in text, f"the README's table {name} is empty or stale"
+        assert tables.render(name) in text, (
+            f"the README's table {name} is empty or stale")
     assert tables.update_readme(text) == text, (
         "README.md tables differ from benchmarks/results: run "
         "python benchmarks/tables.py")

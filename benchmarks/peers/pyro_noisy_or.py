@@ -33,7 +33,6 @@ import scipy.sparse as sp
 from scipy.special import expit, logit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
 
 # Numba kernels of skbinvi compile into a private cache that is deleted at exit
 # (as benchmarks/bench_noisy_or.py does), so the checkout's __pycache__ is not
@@ -43,12 +42,6 @@ if "NUMBA_CACHE_DIR" not in os.environ:
     _NUMBA_CACHE = tempfile.mkdtemp(prefix="pyro_noisy_or_numba_")
     os.environ["NUMBA_CACHE_DIR"] = _NUMBA_CACHE
 
-try:
-    import skbinvi  # noqa: F401
-except ImportError:  # not installed: use the checkout this script lives in
-    sys.path.insert(0, ROOT)
-    import skbinvi  # noqa: F401
-
 import pyro  # noqa: E402
 import pyro.distributions as dist  # noqa: E402
 import torch  # noqa: E402
@@ -56,6 +49,7 @@ from pyro.distributions import constraints  # noqa: E402
 from pyro.infer import SVI, Trace_ELBO  # noqa: E402
 from pyro.optim import Adam  # noqa: E402
 
+import skbinvi  # noqa: E402  (as installed: pip install -e ".[peers]")
 from skbinvi.datasets import load_reuters  # noqa: E402
 
 # The recipe of NoisyORFactorizer's defaults ([Yan] Algorithm 1).
