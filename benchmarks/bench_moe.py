@@ -4,13 +4,29 @@ Run from the repository root::
 
     python benchmarks/bench_moe.py                 # full run (~30 min, 2 shared cores)
     python benchmarks/bench_moe.py --quick         # smoke run (a few minutes)
-    python benchmarks/bench_moe.py --sections two_regimes,nonlinear
+    python benchmarks/bench_moe.py --sections two_regimes nonlinear
+    python benchmarks/bench_moe.py --sections tables   # issue 76's table (~15 min)
 
 Sections (every one prints a table; everything is written to ``--out`` as JSON
 with machine info; sections not rerun keep their earlier results in that file,
 and ``machine_per_section`` records the date, commit and load average of each
 section's last run):
 
+tables
+    Issue 76's protocol on real binary tables available offline (scikit-learn's
+    bundled data and the package's own): ``make_pipeline(StandardScaler(),
+    DiversityMixtureOfExperts(random_state=0))`` with every other setting at its
+    default, against ``make_pipeline(StandardScaler(),
+    LogisticRegression(max_iter=5000))`` and
+    ``HistGradientBoostingClassifier(random_state=0)``; stratified 5-fold
+    cross-validation (shuffled, seed 0), accuracy per fold, fit CPU seconds
+    (``time.process_time``, all threads of the process) and wall seconds per
+    fold. Tables: breast cancer (569 x 30), wine class 2 against the rest
+    (178 x 13), iris versicolor against the rest (150 x 4), digits even vs odd
+    and 3 vs 8 (8 x 8 images), Adult (10,000 random training rows, seed 0,
+    123 binary columns), binary MNIST pixels 4 vs 9 (``load_binary_mnist``,
+    1,000 images of 784 pixels), and issue 12's synthetic two-regime
+    task (2,000 rows, seed 0) as a check of the gates.
 two_regimes
     Issue 12's task: 2,000 training and 2,000 test rows, 20 standard normal
     features, the sign of x_0 decides which side of x_1 is class 1, 5% of the
@@ -72,22 +88,23 @@ import contextlib
 import io
 import json
 import os
-import sys
 import time
 import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-
-from _harness import import_skbinvi, machine_info, table  # noqa: E402
-
-import_skbinvi()
 
 import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
+from _harness import machine_info, table  # noqa: E402
 from scipy import special  # noqa: E402
-from sklearn.datasets import load_breast_cancer, load_digits, make_circles, make_moons  # noqa: E402,E501
+from sklearn.datasets import (  # noqa: E402
+    load_breast_cancer,
+    load_digits,
+    load_iris,
+    load_wine,
+    make_circles,
+    make_moons,
+)
 from sklearn.decomposition import PCA  # noqa: E402
 from sklearn.ensemble import HistGradientBoostingClassifier  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
@@ -112,8 +129,8 @@ METHODS = {
     "mcmc-gauss": dict(inference="mcmc", prior="gaussian"),
 }
 PAPER_HOURS = {"vi": 2.9, "pr": 3.3, "mcmc": 7.5}
-SECTIONS = ("two_regimes", "adult_start", "nonlinear", "many_features", "k30",
-            "iteration_cost")
+SECTIONS = ("tables", "two_regimes", "adult_start", "nonlinear", "many_features",
+            "k30", "iteration_cost")
 
 
 def two_regimes(n, seed, p=20, flip=0.05):
@@ -378,6 +395,100 @@ def section_nonlinear(quick):
     return out
 
 
+def _real_tables(quick):
+    """Binary tables available offline: name -> (X dense, y 0/1)."""
+    tables = {}
+    Xb, yb = load_breast_cancer(return_X_y=True)
+    tables["breast cancer"] = (Xb, yb)
+    Xw, yw = load_wine(return_X_y=True)
+    tables["wine (class 2 vs rest)"] = (Xw, (yw == 2).astype(int))
+    Xi, yi = load_iris(return_X_y=True)
+    tables["iris (versicolor vs rest)"] = (Xi, (yi == 1).astype(int))
+    Xd, yd = load_digits(return_X_y=True)
+    tables["digits even vs odd"] = (Xd, (yd % 2 == 0).astype(int))
+    keep = np.isin(yd, (3, 8))
+    tables["digits 3 vs 8"] = (Xd[keep], (yd[keep] == 3).astype(int))
+    Xa, ya = _adult_subset(2000 if quick else 10000)
+    tables["adult (10k rows)"] = (Xa.toarray(), ya)
+    Xm, dm = load_binary_mnist(return_X_y=True)
+    Xm, dm = np.asarray(Xm, dtype=np.float64), np.asarray(dm)
+    keep = np.isin(dm, (4, 9))
+    tables["mnist pixels 4 vs 9"] = (Xm[keep], (dm[keep] == 4).astype(int))
+    tables["two regimes (synthetic)"] = two_regimes(2000, 0)
+    return tables
+
+
+TABLE_MODELS = {
+    "mixture": lambda: make_pipeline(StandardScaler(),
+                                     DiversityMixtureOfExperts(random_state=0)),
+    "LogisticRegression": lambda: make_pipeline(StandardScaler(),
+                                                LogisticRegression(max_iter=5000)),
+    "HistGradientBoosting": lambda: HistGradientBoostingClassifier(random_state=0),
+}
+
+
+def section_tables(quick):
+    """Issue 76's table: per table and model, accuracy per fold and fit seconds."""
+    cv = StratifiedKFold(3 if quick else 5, shuffle=True, random_state=0)
+    out = dict(protocol=dict(cv="StratifiedKFold(5, shuffle=True, random_state=0)",
+                             mixture="make_pipeline(StandardScaler(), "
+                                     "DiversityMixtureOfExperts(random_state=0))",
+                             logistic="make_pipeline(StandardScaler(), "
+                                      "LogisticRegression(max_iter=5000))",
+                             boosting="HistGradientBoostingClassifier(random_state=0)",
+                             subsample_seed=0, timer="time.process_time"),
+               tables={})
+    rows = []
+    cpu_total = {name: 0.0 for name in TABLE_MODELS}
+    for task, (X, y) in _real_tables(quick).items():
+        entry = dict(n=int(X.shape[0]), p=int(X.shape[1]))
+        for name, make in TABLE_MODELS.items():
+            acc, cpu, wall, extra = [], [], [], []
+            for train, test in cv.split(X, y):
+                model = make()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    t_cpu, t_wall = time.process_time(), time.perf_counter()
+                    model.fit(X[train], y[train])
+                    cpu.append(time.process_time() - t_cpu)
+                    wall.append(time.perf_counter() - t_wall)
+                acc.append(float(model.score(X[test], y[test])))
+                if name == "mixture":
+                    m = model[-1]
+                    extra.append(dict(n_active=int(m.n_active_components_[0]),
+                                      n_components=int(m.n_components),
+                                      n_iter=int(m.n_iter_), elbo=float(m.elbo_)))
+            entry[name] = dict(accuracy=[round(a, 4) for a in acc],
+                               mean=float(np.mean(acc)), sd=float(np.std(acc)),
+                               cpu_seconds=[round(t, 3) for t in cpu],
+                               wall_seconds=[round(t, 3) for t in wall])
+            if extra:
+                entry[name]["folds"] = extra
+            cpu_total[name] += float(np.sum(cpu))
+        out["tables"][task] = entry
+        mix, lr, hgb = (entry[k]["mean"] for k in TABLE_MODELS)
+        gap = hgb - lr
+        closed = f"{(mix - lr) / gap:.0%}" if gap > 0.005 else ""
+        rows.append([task, f"{X.shape[0]} x {X.shape[1]}", f"{mix:.4f}", f"{lr:.4f}",
+                     f"{hgb:.4f}", f"{mix - lr:+.4f}", closed,
+                     f"{np.mean(entry['mixture']['cpu_seconds']):.2f}",
+                     f"{np.mean(entry['HistGradientBoosting']['cpu_seconds']):.2f}",
+                     "/".join(str(f["n_active"]) for f in entry["mixture"]["folds"])])
+        print(f"  {task} done", flush=True)
+    out["cpu_seconds_total"] = cpu_total
+    out["cpu_ratio_to_boosting"] = (cpu_total["mixture"]
+                                    / cpu_total["HistGradientBoosting"])
+    table(["table", "n x p", "mixture", "LR", "HGB", "mix - LR", "gap closed",
+           "mix CPU s/fold", "HGB CPU s/fold", "experts in use"], rows,
+          title="stratified 5-fold CV accuracy, default settings",
+          notes=[f"fit CPU seconds summed over every fold and table: mixture "
+                 f"{cpu_total['mixture']:.1f}, LogisticRegression "
+                 f"{cpu_total['LogisticRegression']:.1f}, HistGradientBoosting "
+                 f"{cpu_total['HistGradientBoosting']:.1f} (ratio mixture / "
+                 f"boosting {out['cpu_ratio_to_boosting']:.2f})"])
+    return out
+
+
 def _price_in_use(model):
     """Mean KL(q || uniform direction) of an expert in use and its gate, nats."""
     price = model._concentration_price()
@@ -555,7 +666,9 @@ def section_iteration_cost(quick):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--sections", default=",".join(SECTIONS))
+    parser.add_argument("--sections", nargs="+", default=list(SECTIONS),
+                        choices=list(SECTIONS), metavar="NAME",
+                        help="parts to run: " + " ".join(SECTIONS))
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     out = args.out or os.path.join(
@@ -570,12 +683,15 @@ def main():
     # parallel row passes (so that no section's first fit pays compilation)
     Xw, yw = two_regimes(300, 0, p=5)
     Xa, ya = load_adult(return_X_y=True)
-    for params in METHODS.values():
+    sections = args.sections
+    warm = (METHODS if set(sections) - {"tables"}
+            else {"vi": METHODS["vi"]})  # the tables use the defaults only
+    for params in warm.values():
         for Xk, yk, K in ((Xw, yw, 2), (Xa[:300], ya[:300], 2),
                           (Xa[:4000], ya[:4000], 60)):
             timed_fit(DiversityMixtureOfExperts(K, max_iter=2, n_mcmc_samples=2,
                                                 burn_in=2, **params), Xk, yk)
-    for name in args.sections.split(","):
+    for name in sections:
         print(f"== {name}", flush=True)
         load = os.getloadavg()
         tic = time.perf_counter()

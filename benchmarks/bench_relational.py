@@ -2,16 +2,17 @@
 
 Run from the repository root::
 
-    python benchmarks/bench_relational.py kinship            # 5 seeds (~40 min)
-    python benchmarks/bench_relational.py kinship --seeds 1  # one seed (~8 min)
-    python benchmarks/bench_relational.py kinship --quick    # smoke run (< 1 min)
-    python benchmarks/bench_relational.py speed              # seconds per iteration
-    python benchmarks/bench_relational.py sparse             # 100k entities (~10 min)
-    python benchmarks/bench_relational.py sparse --quick     # 10k entities
-    python benchmarks/bench_relational.py triples --triples-dir DIR [DIR ...]
-    python benchmarks/bench_relational.py collapse --seeds 8  # weak blocks (~4 min)
-    python benchmarks/bench_relational.py global --triples-dir NATIONS UMLS
-    python benchmarks/bench_relational.py global --datasets --triples-dir NATIONS \
+    python benchmarks/bench_relational.py --sections kinship           # 5 seeds
+    python benchmarks/bench_relational.py --sections kinship --seeds 0 # one seed
+    python benchmarks/bench_relational.py --sections kinship --quick   # < 1 min
+    python benchmarks/bench_relational.py --sections speed    # s per iteration
+    python benchmarks/bench_relational.py --sections sparse   # 100k entities
+    python benchmarks/bench_relational.py --sections sparse --quick  # 10k
+    python benchmarks/bench_relational.py --sections triples --triples-dir DIR
+    python benchmarks/bench_relational.py --sections collapse --seeds 0 1 2 3
+    python benchmarks/bench_relational.py --sections global --triples-dir N U
+    python benchmarks/bench_relational.py --sections global --corpora \
+        --triples-dir NATIONS \
         --params '{"alpha": 1.0}' --settings global
 
 kinship
@@ -88,8 +89,8 @@ collapse
 global
     One global model against one model per relation, on the same splits, with
     the estimator's defaults (all of them, the private constants included;
-    ``--params`` sets parameters as JSON), on kinship (``--datasets
-    kinship``, the default; ``--datasets`` alone leaves it out) and on every
+    ``--params`` sets parameters as JSON), on kinship (``--corpora
+    kinship``, the default; ``--corpora`` alone leaves it out) and on every
     ``--triples-dir`` folder (read as in ``triples``). For every seed 20% of
     the ordered triples (all relations, all ordered pairs i != j) are held
     out, as in ``kinship``; *global* fits the rest at once, *single* fits one
@@ -128,9 +129,6 @@ import warnings
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
 # Miller, Griffiths and Jordan (NIPS 2009), Table 1, Alyawarra kinship: AUC
 PUBLISHED = {
@@ -171,7 +169,8 @@ def _advanced():
     from skbinvi.relational import _estimator
 
     return {name: getattr(_estimator, name) for name in (
-        "_LEARNING_OFFSET", "_LEARNING_DECAY", "_N_ELBO_SAMPLES",
+        "_LEARNING_OFFSET", "_LEARNING_DECAY", "_SWEEP_LEARNING_DECAY",
+        "_N_ELBO_SAMPLES",
         "_N_NONLINK_SAMPLES")}
 
 
@@ -214,7 +213,7 @@ def kinship(args):
         "otherwise (weights='full', init='spectral', inference='mcvi')",
         flush=True,
     )
-    for seed in range(args.seeds):
+    for seed in args.seeds:
         test = np.random.RandomState(seed).random_sample(len(y)) < 0.2
         entry = {"seed": seed}
         if "single" in args.settings:
@@ -281,8 +280,8 @@ def kinship(args):
             record[f"{setting}_mean_auc"] = float(np.mean(values))
             record[f"{setting}_std_auc"] = float(np.std(values))
     lines.append(
-        f"| LatentFeatureRelational (mcvi, full W, {args.seeds} seed"
-        f"{'s' if args.seeds > 1 else ''}) | {cells.get('single', '-')} | "
+        f"| LatentFeatureRelational (mcvi, full W, {len(args.seeds)} seed"
+        f"{'s' if len(args.seeds) > 1 else ''}) | {cells.get('single', '-')} | "
         f"{cells.get('global', '-')} |"
     )
     for name, row in PUBLISHED.items():
@@ -499,7 +498,7 @@ def triples(args):
                 [X[:, 0] * R + X[:, 2], X[:, 1] * R + X[:, 2], X[:, 2]]))
 
         rows = {}
-        for seed in range(args.seeds):
+        for seed in args.seeds:
             test = np.random.RandomState(seed).random_sample(len(y)) < 0.2
             sel = range(R)
             tic = time.perf_counter()
@@ -550,7 +549,7 @@ def _global_data(args):
     from skbinvi.datasets import load_kinships
 
     data = []
-    if "kinship" in args.datasets:
+    if "kinship" in args.corpora:
         kin = load_kinships(relation="all")
         data.append(("kinship", kin.data, kin.target, len(kin.relation_names)))
     for folder in args.triples_dir or []:
@@ -585,7 +584,7 @@ def global_vs_separate(args):
         entry = record["data"][name] = {
             "n_relations": R, "n_triples": int(len(y)),
             "links_per_relation": counts.tolist(), "seeds": []}
-        for seed in range(args.seeds):
+        for seed in args.seeds:
             test = np.random.RandomState(seed).random_sample(len(y)) < 0.2
             yt, rel = y[test], X[test, 2]
             row = {"seed": seed,
@@ -710,7 +709,7 @@ def collapse(args):
     for p_in, p_out in COLLAPSE_BLOCKS:
         for label, params in COLLAPSE_METHODS.items():
             fits = []
-            for seed in range(args.seeds):
+            for seed in args.seeds:
                 X, y, test, p = _block_model(p_in, p_out, seed)
                 model = LatentFeatureRelational(random_state=seed, **params)
                 model.fit(X[~test], y[~test])
@@ -746,14 +745,15 @@ def main(argv=None):
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("task", choices=["kinship", "speed", "sparse", "triples",
-                                         "collapse", "global"])
+    sections = ["kinship", "speed", "sparse", "triples", "collapse", "global"]
+    parser.add_argument("--sections", nargs="+", required=True, choices=sections,
+                        metavar="NAME", help="parts to run: " + " ".join(sections))
     parser.add_argument(
         "--quick",
         action="store_true",
         help="smoke run (3 relations, 1 seed, 5 iterations)",
     )
-    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument(
         "--settings",
         nargs="+",
@@ -783,7 +783,7 @@ def main(argv=None):
                         help="triples: n_components values")
     parser.add_argument("--alphas", nargs="+", type=_alpha, default=["auto"],
                         help="triples: alpha values ('auto' or numbers)")
-    parser.add_argument("--datasets", nargs="*", default=["kinship"],
+    parser.add_argument("--corpora", nargs="*", default=["kinship"],
                         choices=["kinship"],
                         help="global: built-in data sets (kinship), besides "
                         "--triples-dir folders")
@@ -792,23 +792,27 @@ def main(argv=None):
                         "'{\"alpha\": 1.0}' (default: the estimator's defaults)")
     parser.add_argument("--out", default=None, help="JSON output")
     args = parser.parse_args(argv)
+    if args.out and len(args.sections) > 1:
+        parser.error("--out takes one section at a time")
     if args.quick:
-        args.seeds, args.max_iter = 1, 5
+        args.seeds, args.max_iter = [0], 5
     warnings.simplefilter("ignore")
-    if args.task != "global":  # global: the estimator's own settings, all of them
-        _set_advanced(args)
-    record = {"task": args.task, "machine": _machine(), "args": vars(args),
-              "advanced": _advanced()}
-    record.update({"kinship": kinship, "speed": speed, "sparse": sparse,
-                   "triples": triples, "collapse": collapse,
-                   "global": global_vs_separate}[args.task](args))
-    suffix = "_quick" if args.quick else ""
-    out = args.out or os.path.join(
-        HERE, "results", f"bench_relational_{args.task}{suffix}.json"
-    )
-    with open(out, "w") as f:
-        json.dump(record, f, indent=1)
-    print(f"written {out}")
+    run = {"kinship": kinship, "speed": speed, "sparse": sparse,
+           "triples": triples, "collapse": collapse, "global": global_vs_separate}
+    for name in args.sections:
+        args.task = name
+        if name != "global":  # global: the estimator's own settings, all of them
+            _set_advanced(args)
+        record = {"task": name, "machine": _machine(), "args": vars(args),
+                  "advanced": _advanced()}
+        record.update(run[name](args))
+        suffix = "_quick" if args.quick else ""
+        out = args.out or os.path.join(
+            HERE, "results", f"bench_relational_{name}{suffix}.json"
+        )
+        with open(out, "w") as f:
+            json.dump(record, f, indent=1)
+        print(f"written {out}")
     return 0
 
 

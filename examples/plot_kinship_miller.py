@@ -26,7 +26,7 @@ fits the global model from the triples ``(i, j, r)`` of
 Run ``python plot_kinship_miller.py`` for 5 seeds (about 40 minutes on two
 busy cores) or ``--quick`` for one seed, 4 relations and few iterations (the
 documentation is built in that mode); the figure is saved to ``--output``.
-The full results are those of ``benchmarks/bench_relational.py kinship``.
+The full results are those of ``benchmarks/bench_relational.py --sections kinship``.
 """
 
 # %%

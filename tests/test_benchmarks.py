@@ -56,14 +56,10 @@ def test_no_benchmark_script_imports_another_or_edits_the_path():
     names = {p.stem for p in scripts}
     helpers = {p.stem for p in BENCHMARKS.glob("_*.py")}
     assert {"_harness", "_corpora", "_rws_noisy_or"} <= helpers
-    # bench_moe.py and bench_relational.py still edit sys.path (issue 74):
-    # remove them from this set when they stop
-    pending = {"bench_moe", "bench_relational"}
     for path in scripts + sorted(BENCHMARKS.glob("_*.py")):
         assert not _imported_modules(path) & names, path.name
-        if path.stem not in pending:
-            assert not re.search(r"sys\.path\.(insert|append|extend)|sys\.path\s*\+?=",
-                                 path.read_text()), path.name
+        assert not re.search(r"sys\.path\.(insert|append|extend)|sys\.path\s*\+?=",
+                             path.read_text()), path.name
 
 
 def test_scaling_worker_runs_with_the_default_batch_size(bench):
