@@ -291,7 +291,8 @@ def _recovered(model, components):
     return int((_matched_cosines(components, model.components_) >= 0.9).sum())
 
 
-@pytest.mark.parametrize("inference", ["acp", "avi"])
+@pytest.mark.parametrize(
+    "inference", ["acp", pytest.param("avi", marks=pytest.mark.slow)])
 def test_cooccurrence_start_recovers_more_true_causes(inference):
     """On documents with known causes of Zipf-like frequencies, seeding the
     causes on co-occurring words recovers more of the true causes and reaches
@@ -573,7 +574,8 @@ def test_encoder_input_is_length_normalized():
     assert_allclose(X.toarray(), [[1, 1, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]])
 
 
-@pytest.mark.parametrize("inference", ["acp", "avi", "jj"])
+@pytest.mark.parametrize(
+    "inference", ["acp", "avi", pytest.param("jj", marks=pytest.mark.slow)])
 def test_prior_smoothing_keeps_rare_causes_in_use(inference):
     """40 causes on documents of 20 true causes with Zipf-like priors (0.3 / k):
     maximum likelihood lets the priors of the spare causes fall below 0.01
