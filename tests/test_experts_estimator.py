@@ -386,7 +386,7 @@ def test_old_start_gates_die_mechanism(monkeypatch):
     # the variational responsibilities phi of the bound at the fitted q (the
     # fitted model does not keep the training rows' auxiliaries)
     Xd = m._design(X)
-    cfg, lams, consts = m._objective_config(Xd.shape[1])
+    cfg, lams, consts = m._engine().config(Xd.shape[1])
     target = m._targets(np.searchsorted(m.classes_, y))[0]
     phi = objective_and_aux(Xd, target, row_norms(Xd, squared=True),
                             eta=eta, beta=m._states[0].beta, cfg=cfg, consts=consts,

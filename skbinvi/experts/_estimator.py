@@ -34,7 +34,6 @@ from ._mcmc import (
     run_metropolis_hastings,
 )
 from ._variational import (
-    GaussianState,
     VariationalState,
     _init_params,
     _mean_directions,
@@ -146,6 +145,419 @@ def _responsibilities(X, y, experts, gates):
     sign = (2.0 * y - 1.0)[:, None]
     log_expert = special.log_expit(sign * np.asarray(X @ experts.T))
     return special.softmax(log_gate + log_expert, axis=1)
+
+
+# ---------------------------------------------------------------------------
+# inference engines: one per algorithm, behind one small interface
+# ---------------------------------------------------------------------------
+class _Engine:
+    """One inference algorithm of :class:`DiversityMixtureOfExperts`.
+
+    The estimator keeps one state per one-vs-rest problem and hands each to
+    its engine: ``start`` (a fresh state, the start included),
+    ``iteration_context``/``step`` (one iteration of the fit loop on one
+    problem, its objective summed over the rows, nats), ``objective_context``/
+    ``objective`` (the objective at the state), ``release`` (drop what belongs
+    to the training rows), ``draws`` (the vectors predictions average over,
+    (S, K, p) each), ``finished``/``not_converged_message`` (a run on a fixed
+    schedule) and ``set_attributes`` (the fitted attributes of the algorithm).
+    Settings are read from the estimator at every call.
+    """
+
+    #: the monitored value's name in the verbose lines
+    value_label = "ELBO"
+
+    def __init__(self, model):
+        self.model = model
+
+    def iteration_context(self, X):
+        return None
+
+    def objective_context(self, X):
+        return None
+
+    def release(self, state):
+        state.aux = state.weights = None
+
+    def finished(self, states):
+        """None: the ``tol`` rule ends the run."""
+        return None
+
+    def not_converged_message(self, states):
+        """None: the fit loop's own ConvergenceWarning text."""
+        return None
+
+    def set_attributes(self, states):
+        """Fitted attributes of this algorithm alone (default: none)."""
+
+
+class _GaussianEngine(_Engine):
+    """prior="gaussian": BMEM-G variational EM, a Gaussian q of every vector
+    ([1]_ of the estimator); also the start of "vi", "pr" and "mcmc"."""
+
+    def start(self, X, y, rng):
+        return self.fit_start(X, y, rng, 0)
+
+    def fit_start(self, X, y, rng, n_iter, diagonal=False):
+        """The best of ``_N_CANDIDATES`` short BMEM-G runs, continued: a GaussianState.
+
+        Each candidate starts at small random means and runs
+        ``_CANDIDATE_ITER`` iterations on at most ``_CANDIDATE_ROWS`` random
+        rows; the one with the highest ELBO runs ``n_iter`` more on the same
+        rows. The BMEM-G ELBO has poor local
+        optima (one expert taking every row, or four sectors where two
+        regimes would do), and which basin a run falls into is decided in its
+        first iterations. ``diagonal``: a q that factorizes over coordinates
+        (:func:`~skbinvi.experts._variational.diagonal_gaussian_iteration`),
+        chosen by :func:`_diagonal_start`. The start is part of
+        initialization, with its own budget (``_N_CANDIDATES`` x
+        ``_CANDIDATE_ITER`` + ``n_iter`` iterations on at most
+        ``_CANDIDATE_ROWS`` rows), outside ``max_iter`` and ``n_iter_``.
+        """
+        K, p = self.model.n_components, X.shape[1]
+        rows = np.arange(X.shape[0])
+        if rows.size > _CANDIDATE_ROWS:
+            rows = np.sort(rng.choice(rows.size, _CANDIDATE_ROWS, replace=False))
+        Xc, yc = X[rows], y[rows]
+        sigma = self.model.prior_std
+        support = None
+        if diagonal:  # variances (2 K p floats a candidate) from the start
+            # the columns of zeros in these rows stay at the prior, their
+            # optimum (column_support): on 200 rows of 2,000,000 mostly empty
+            # columns the start took 104 s of vector operations over them
+            used = column_support(Xc)
+            if 0 < used.size < p:
+                support, Xc = used, Xc[:, used]
+            X2, XT = squared_entries(Xc), transposed(Xc)
+            # the same draw per column as on all p columns: N(0, scale^2 / p)
+            scale = _GAUSSIAN_INIT_SCALE * np.sqrt(Xc.shape[1] / p)
+            candidates = [diagonal_gaussian_init(K, Xc.shape[1], sigma, rng, scale)
+                          for _ in range(_N_CANDIDATES)]
+
+            def step(state):
+                diagonal_gaussian_iteration(Xc, X2, yc, state, sigma, XT)
+        else:
+            sq = row_norms(Xc, squared=True)
+            # the covariances (2 K p^2 floats a candidate) are formed when a
+            # candidate starts, not all at once
+            candidates = [gaussian_init(K, p, sigma, rng, _GAUSSIAN_INIT_SCALE,
+                                        covariances=False)
+                          for _ in range(_N_CANDIDATES)]
+
+            def step(state):
+                gaussian_iteration(Xc, yc, sq, state, sigma)
+
+        def run(state):
+            if state.covs is None:
+                state.covs = prior_covariances(K, p, sigma)
+            for _ in range(_CANDIDATE_ITER):
+                step(state)
+
+        # independent candidates, one per thread (their kernels release the GIL;
+        # the same numbers with any number of threads), when every pass of a
+        # candidate runs its serial kernel: Numba's fallback threading layer
+        # (workqueue, without OpenMP or TBB) aborts on parallel kernels
+        # launched from two threads at once. The factorized candidates, a few
+        # sparse products each, run one after another.
+        n_threads = min(_N_CANDIDATES, numba.get_num_threads())
+        if diagonal or use_parallel(Xc.shape[0], 2 * K):
+            n_threads = 1
+        if n_threads > 1:
+            with ThreadPoolExecutor(n_threads) as pool:
+                list(pool.map(run, candidates))
+        else:  # one at a time, keeping the covariances of the best so far only
+            for i, state in enumerate(candidates):
+                run(state)
+                done = candidates[:i + 1]
+                lead = int(np.argmax([c.value for c in done]))  # the rule below
+                for j, c in enumerate(done):
+                    if j != lead:
+                        c.covs = None
+        best = candidates[int(np.argmax([state.value for state in candidates]))]
+        for _ in range(n_iter):
+            step(best)
+        if rows.size < X.shape[0]:
+            best.aux = None  # its auxiliaries belong to the candidates' rows
+        if support is not None:
+            embed_columns(best, support, p, sigma)
+        best.omega = 2.0
+        return best
+
+    def bmemg_means(self, X, y, rng, n_iter=_BMEMG_INIT_ITER):
+        """Posterior means (2, K, p) of the BMEM-G start.
+
+        The full-covariance fit when it is affordable, else the factorized one
+        (:func:`_diagonal_start`).
+        """
+        diagonal = _diagonal_start(X, self.model.n_components)
+        return self.fit_start(X, y, rng, n_iter, diagonal=diagonal).means
+
+    def step(self, X, y, rng, state, context):
+        return gaussian_iteration(X, y, row_norms(X, squared=True), state,
+                                  self.model.prior_std)
+
+    def objective(self, X, y, state, context):
+        tmp = type(state)(state.means, state.covs)
+        return gaussian_objective_and_aux(X, y, tmp, self.model.prior_std)
+
+    def draws(self, state):
+        return state.means[0][None], state.means[1][None]
+
+
+class _VariationalEngine(_Engine):
+    """"vi" and "pr" with the MABN prior: a vMF x Gamma q of every vector,
+    blockwise gradient ascent on the ELBO (or the regularized objective)."""
+
+    def config(self, p):
+        """(ObjectiveConfig, (lambda_1, lambda_2), PriorConstants) of "vi" / "pr"."""
+        m = self.model
+        if m.inference == "vi":
+            cfg = ObjectiveConfig("vi", float(m.diversity_strength), m._mu0(p),
+                                  float(_MAGNITUDE_SHAPE),
+                                  float(_MAGNITUDE_RATE), 0.0)
+            lams = (0.0, 0.0)
+        else:
+            cfg = ObjectiveConfig("pr", 0.0, m._mu0(p), float(_MAGNITUDE_SHAPE),
+                                  float(_MAGNITUDE_RATE),
+                                  float(_ANGLE_VARIANCE_WEIGHT))
+            lams = (float(m.expert_regularization), float(m.gate_regularization))
+        return cfg, lams, prior_constants(cfg, m.n_components, p)
+
+    def start(self, X, y, rng):
+        m = self.model
+        K, p = m.n_components, X.shape[1]
+        means = (_GaussianEngine(m).bmemg_means(X, y, rng) if _INIT == "bmemg"
+                 else None)
+        m._start = "random" if means is None else "bmemg"
+        if means is None:
+            beta = _init_params(K, p, rng, _INIT_CONCENTRATION, 1.0)
+            eta = _init_params(K, p, rng, _INIT_CONCENTRATION, 1.0)
+        else:
+            beta, eta = (params_from_vectors(v) for v in means)
+        state = VariationalState(beta, eta)
+        if means is not None:
+            self._anneal_prior(X, y, state)
+        return state
+
+    def _anneal_prior(self, X, y, state):
+        """With a strong MABN prior, choose how to start "vi" from the BMEM-G fit.
+
+        The BMEM-G start ignores the diversity prior. With a strong one
+        (``diversity_strength`` kappa > 1) the first gradient steps can pull
+        every direction to the prior's simplex at once; the magnitudes of the
+        experts whose data direction it forbids collapse, and a direction with
+        zero magnitude gains nothing from turning back: a degenerate optimum
+        (on Adult, K = 10, kappa = 100: one expert of magnitude 0 takes every
+        row, 24% accuracy, ELBO -0.79 against -0.46 nats per sample when the
+        prior is brought in gradually). On small data the direct path can end
+        higher instead (the two-expert data of the tests). So both paths run
+        the same number of iterations, log2(kappa): one at the full kappa, one
+        at kappa_t = 2, 4, 8, ..., kappa; the one with the higher objective (at
+        the full kappa) is kept and the recorded iterations start from it.
+        Part of the start, with its own budget of 2 ceil(log2(kappa))
+        iterations, outside ``max_iter`` and ``n_iter_``. ``state`` is updated
+        in place.
+        """
+        m = self.model
+        kappa = float(m.diversity_strength)
+        if m.inference != "vi" or kappa <= 1.0:
+            return
+        p = X.shape[1]
+        sq = row_norms(X, squared=True)
+        use_stats = _use_statistics(X, m.n_components, "auto")
+        cfg, lams, consts = self.config(p)
+        direct = VariationalState(state.beta, state.eta)
+        k_t = 1.0
+        while k_t < kappa:
+            k_t = min(2.0 * k_t, kappa)
+            cfg_t = cfg._replace(kappa_prior=k_t)
+            state.aux = None  # the objective changed with kappa
+            variational_iteration(X, y, sq, state, cfg_t,
+                                  prior_constants(cfg_t, m.n_components, p), lams,
+                                  _INNER_MAX_ITER, use_stats, 0.0)
+            variational_iteration(X, y, sq, direct, cfg, consts, lams,
+                                  _INNER_MAX_ITER, use_stats, 0.0)
+        annealed = objective_and_aux(X, y, sq, state.beta, state.eta, cfg, consts,
+                                     lams)[0]
+        if direct.value > annealed:
+            state.beta, state.eta, state.steps = direct.beta, direct.eta, direct.steps
+        state.aux = None
+        state.omega, state.omega_growth = 2.0, 2.0
+
+    def iteration_context(self, X):
+        m = self.model
+        cfg, lams, consts = self.config(X.shape[1])
+        use_stats = _use_statistics(X, m.n_components, "auto")
+        # tol=None (no tolerance): every one of the _INNER_MAX_ITER rounds
+        inner_tol = 0.1 * (m._stopping_tol() or 0.0) * X.shape[0]
+        return row_norms(X, squared=True), cfg, lams, consts, use_stats, inner_tol
+
+    def step(self, X, y, rng, state, context):
+        sq, cfg, lams, consts, use_stats, inner_tol = context
+        return variational_iteration(X, y, sq, state, cfg, consts, lams,
+                                     _INNER_MAX_ITER, use_stats, inner_tol)
+
+    def objective_context(self, X):
+        return (row_norms(X, squared=True), *self.config(X.shape[1]))
+
+    def objective(self, X, y, state, context):
+        sq, cfg, lams, consts = context
+        return objective_and_aux(X, y, sq, state.beta, state.eta, cfg, consts,
+                                 lams)[0]
+
+    def release(self, state):
+        state.aux = state.weights = None
+        state.spare = None
+
+    def draws(self, state):
+        return (_posterior_mean_vectors(state.beta)[None],
+                _posterior_mean_vectors(state.eta)[None])
+
+    def concentration_price(self, states):
+        """KL(q || uniform direction) of each expert's and its gate's direction.
+
+        Returns an ndarray of shape (n_targets, K), nats: log |S^{p-1}| -
+        H(vMF(kappa_expert)) + the same for the gate, the part of the ELBO an
+        expert pays for knowing its directions. It grows like (p - 1) / 2 log
+        kappa: with many features an expert needs a large kappa to make its
+        logits sharp (their variance has a term E[g^2] (A_p(kappa) / kappa)
+        ||x||^2) and pays for it in every one of the p dimensions (user
+        guide, "Many features").
+        """
+        out = []
+        for st in states:
+            p = st.beta.mu.shape[1]
+            uniform = float(vmf_entropy(p, 0.0))
+            out.append(sum(uniform - np.asarray(vmf_entropy(p, q.kappa), dtype=float)
+                           for q in (st.beta, st.eta)))
+        return np.array(out)
+
+
+class _ChainEngine(_Engine):
+    """"mcmc": Metropolis-Hastings within Gibbs from the BMEM-G start, on a
+    fixed schedule (adaptive burn-in, Monte Carlo EM, kept samples) in blocks
+    of ``ADAPT_BLOCK`` sweeps; a block is one iteration of the fit loop, and
+    its value is the mean log joint density of its sweeps (no ELBO)."""
+
+    value_label = "log joint"
+
+    def start(self, X, y, rng):
+        K = self.model.n_components
+        means = _GaussianEngine(self.model).bmemg_means(X, y, rng)
+        beta, eta = (np.array(v) for v in means)
+        for v in (beta, eta):  # MABN directions need non-zero vectors
+            v[np.linalg.norm(v, axis=1) == 0, -1] = 1e-3
+        return dict(beta=beta, eta=eta,
+                    kappa_hat=np.full((2, K), float(_PROPOSAL_CONCENTRATION)),
+                    scale=np.full((2, K), float(_PROPOSAL_SCALE)),
+                    burned=0, em_done=0, post_em=False, kept_beta=[], kept_eta=[],
+                    kept_sweeps=0, accepted={}, trace=[], hyper=None)
+
+    def prior(self, p, hyper=None):
+        m = self.model
+        mu0, a1, a2 = ((m._mu0(p), _MAGNITUDE_SHAPE, _MAGNITUDE_RATE)
+                       if hyper is None else hyper)
+        return dict(prior=m.prior, kappa=m.diversity_strength, mu0=mu0,
+                    alpha1=a1, alpha2=a2, sigma=m.prior_std)
+
+    def step(self, X, y, rng, st, context):
+        """One block of sweeps of the schedule; returns the mean log joint (nats)."""
+        m = self.model
+        p = X.shape[1]
+        em = m.prior == "mabn" and _N_EM_ITER > 0
+        if st["kept_sweeps"] >= m.n_mcmc_samples:  # warm start: a new set of samples
+            st.update(kept_beta=[], kept_eta=[], kept_sweeps=0, accepted={})
+        common = dict(direction_concentration=st["kappa_hat"],
+                      magnitude_scale=st["scale"], gaussian_scale=st["scale"],
+                      random_state=rng,
+                      init={"beta": st["beta"], "eta": st["eta"]},
+                      **self.prior(p, st["hyper"]))
+        if st["burned"] < m.burn_in:  # adaptive burn-in (discarded)
+            block = min(ADAPT_BLOCK, m.burn_in - st["burned"])
+            res = run_metropolis_hastings(X, y, m.n_components, n_samples=block,
+                                          burn_in=0, thin=1, **common)
+            st["kappa_hat"], st["scale"] = adapt_proposals(
+                st["kappa_hat"], st["scale"], res.vector_acceptance_rates, m.prior)
+            st["burned"] += block
+        elif em and st["em_done"] < _N_EM_ITER:  # Monte Carlo EM iteration
+            res = run_metropolis_hastings(X, y, m.n_components,
+                                          n_samples=2 * ADAPT_BLOCK, burn_in=0, thin=1,
+                                          **common)
+            mu0, a1, a2 = fit_mabn_hyperparameters(res.beta_samples, res.eta_samples)
+            st["hyper"] = (mu0, a1, a2)
+            st["em_done"] += 1
+        elif em and not st["post_em"]:  # burn-in with the learned prior
+            res = run_metropolis_hastings(X, y, m.n_components,
+                                          n_samples=ADAPT_BLOCK, burn_in=0, thin=1,
+                                          **common)
+            st["post_em"] = True
+        else:  # kept samples
+            n = min(ADAPT_BLOCK, m.n_mcmc_samples - st["kept_sweeps"])
+            res = run_metropolis_hastings(X, y, m.n_components, n_samples=n,
+                                          burn_in=0, thin=_THIN, **common)
+            st["kept_beta"].append(res.beta_samples)
+            st["kept_eta"].append(res.eta_samples)
+            st["kept_sweeps"] += n
+            for key, rate in res.acceptance_rates.items():
+                a, w = st["accepted"].get(key, (0.0, 0))
+                st["accepted"][key] = (a + rate * n, w + n)
+        st["beta"], st["eta"] = res.beta_samples[-1], res.eta_samples[-1]
+        st["trace"].append(res.log_posterior)
+        return float(np.mean(res.log_posterior))
+
+    def objective(self, X, y, st, context):
+        """Mean log joint density of up to ``_MAX_ELBO_DRAWS`` kept samples."""
+        prior = self.prior(X.shape[1], st["hyper"])
+        return float(np.mean([log_joint(X, y, b, e, **prior)
+                              for b, e in zip(*self.draws(st, _MAX_ELBO_DRAWS),
+                                              strict=True)]))
+
+    def release(self, state):
+        """The chain's state is the model (its draws): nothing to drop."""
+
+    def draws(self, st, limit=None):
+        """Kept samples (S, K, p) x 2, thinned evenly to ``limit``; else the state."""
+        if not st["kept_beta"]:
+            return st["beta"][None], st["eta"][None]
+        B = np.concatenate(st["kept_beta"])
+        E = np.concatenate(st["kept_eta"])
+        if limit is not None and B.shape[0] > limit:
+            idx = np.linspace(0, B.shape[0] - 1, limit).round().astype(int)
+            B, E = B[idx], E[idx]
+        return B, E
+
+    def finished(self, states):
+        """True once every problem has kept its ``n_mcmc_samples`` samples."""
+        return all(st["kept_sweeps"] >= self.model.n_mcmc_samples for st in states)
+
+    def not_converged_message(self, states):
+        m = self.model
+        kept = min(st["kept_sweeps"] for st in states)
+        em = m.prior == "mabn" and _N_EM_ITER > 0
+        blocks = (-(-m.burn_in // ADAPT_BLOCK) + (_N_EM_ITER + 1 if em else 0)
+                  + -(-m.n_mcmc_samples // ADAPT_BLOCK))
+        return (
+            f"{type(m).__name__}: max_iter={m.max_iter} blocks of sweeps ended "
+            f"the chain before its schedule did: {kept} of n_mcmc_samples="
+            f"{m.n_mcmc_samples} samples kept. From a new start the schedule "
+            f"(burn_in={m.burn_in} sweeps"
+            f"{f', {_N_EM_ITER} Monte Carlo EM iterations' if em else ''}"
+            f", then the kept samples, {ADAPT_BLOCK} per block) needs max_iter >= "
+            f"{blocks}: increase max_iter.")
+
+    def set_attributes(self, states):
+        m = self.model
+        m.log_posterior_trace_ = np.stack([np.concatenate(st["trace"])
+                                           for st in states])
+        m.acceptance_rates_ = [{k: a / w for k, (a, w) in st["accepted"].items()}
+                               for st in states]
+        m.expert_samples_ = np.stack(m._experts)
+        m.gate_samples_ = np.stack(m._gates)
+        if m.prior == "mabn" and _N_EM_ITER > 0:
+            m.prior_hyperparameters_ = [
+                dict(mu0=st["hyper"][0], magnitude_shape=st["hyper"][1],
+                     magnitude_rate=st["hyper"][2]) if st["hyper"] is not None
+                else None for st in states]
 
 
 class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin,
@@ -369,7 +781,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
 
     def _value_label(self):
         # the chain has no ELBO: its verbose lines give the log joint density
-        return "log joint" if self.inference == "mcmc" else "ELBO"
+        return self._engine().value_label
 
     def _same_structure(self, name, now, fitted):
         if name == "inference":  # "vi" and "pr" share the variational state
@@ -561,287 +973,36 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         return self
 
     # ------------------------------------------------------- fit-loop hooks
-    def _objective_config(self, p):
-        """(ObjectiveConfig, (lambda_1, lambda_2), PriorConstants) of "vi" / "pr"."""
-        if self.inference == "vi":
-            cfg = ObjectiveConfig("vi", float(self.diversity_strength), self._mu0(p),
-                                  float(_MAGNITUDE_SHAPE),
-                                  float(_MAGNITUDE_RATE), 0.0)
-            lams = (0.0, 0.0)
-        else:
-            cfg = ObjectiveConfig("pr", 0.0, self._mu0(p), float(_MAGNITUDE_SHAPE),
-                                  float(_MAGNITUDE_RATE),
-                                  float(_ANGLE_VARIANCE_WEIGHT))
-            lams = (float(self.expert_regularization), float(self.gate_regularization))
-        return cfg, lams, prior_constants(cfg, self.n_components, p)
-
-    def _kind(self):
+    def _engine(self):
+        """The inference engine of the current settings (:class:`_Engine`)."""
         if self.inference == "mcmc":
-            return "mcmc"
-        return "gaussian" if self.prior == "gaussian" else "vmf"
-
-    def _gaussian_start(self, X, y, rng, n_iter, diagonal=False):
-        """The best of ``_N_CANDIDATES`` short BMEM-G runs, continued: a GaussianState.
-
-        Each candidate starts at small random means and runs
-        ``_CANDIDATE_ITER`` iterations on at most ``_CANDIDATE_ROWS`` random
-        rows; the one with the highest ELBO runs ``n_iter`` more on the same
-        rows. The BMEM-G ELBO has poor local
-        optima (one expert taking every row, or four sectors where two
-        regimes would do), and which basin a run falls into is decided in its
-        first iterations. ``diagonal``: a q that factorizes over coordinates
-        (:func:`~skbinvi.experts._variational.diagonal_gaussian_iteration`),
-        chosen by :func:`_diagonal_start`.
-        """
-        K, p = self.n_components, X.shape[1]
-        rows = np.arange(X.shape[0])
-        if rows.size > _CANDIDATE_ROWS:
-            rows = np.sort(rng.choice(rows.size, _CANDIDATE_ROWS, replace=False))
-        Xc, yc = X[rows], y[rows]
-        sigma = self.prior_std
-        support = None
-        if diagonal:  # variances (2 K p floats a candidate) from the start
-            # the columns of zeros in these rows stay at the prior, their
-            # optimum (column_support): on 200 rows of 2,000,000 mostly empty
-            # columns the start took 104 s of vector operations over them
-            used = column_support(Xc)
-            if 0 < used.size < p:
-                support, Xc = used, Xc[:, used]
-            X2, XT = squared_entries(Xc), transposed(Xc)
-            # the same draw per column as on all p columns: N(0, scale^2 / p)
-            scale = _GAUSSIAN_INIT_SCALE * np.sqrt(Xc.shape[1] / p)
-            candidates = [diagonal_gaussian_init(K, Xc.shape[1], sigma, rng, scale)
-                          for _ in range(_N_CANDIDATES)]
-
-            def step(state):
-                diagonal_gaussian_iteration(Xc, X2, yc, state, sigma, XT)
-        else:
-            sq = row_norms(Xc, squared=True)
-            # the covariances (2 K p^2 floats a candidate) are formed when a
-            # candidate starts, not all at once
-            candidates = [gaussian_init(K, p, sigma, rng, _GAUSSIAN_INIT_SCALE,
-                                        covariances=False)
-                          for _ in range(_N_CANDIDATES)]
-
-            def step(state):
-                gaussian_iteration(Xc, yc, sq, state, sigma)
-
-        def run(state):
-            if state.covs is None:
-                state.covs = prior_covariances(K, p, sigma)
-            for _ in range(_CANDIDATE_ITER):
-                step(state)
-
-        # independent candidates, one per thread (their kernels release the GIL;
-        # the same numbers with any number of threads), when every pass of a
-        # candidate runs its serial kernel: Numba's fallback threading layer
-        # (workqueue, without OpenMP or TBB) aborts on parallel kernels
-        # launched from two threads at once. The factorized candidates, a few
-        # sparse products each, run one after another.
-        n_threads = min(_N_CANDIDATES, numba.get_num_threads())
-        if diagonal or use_parallel(Xc.shape[0], 2 * K):
-            n_threads = 1
-        if n_threads > 1:
-            with ThreadPoolExecutor(n_threads) as pool:
-                list(pool.map(run, candidates))
-        else:  # one at a time, keeping the covariances of the best so far only
-            for i, state in enumerate(candidates):
-                run(state)
-                done = candidates[:i + 1]
-                lead = int(np.argmax([c.value for c in done]))  # the rule below
-                for j, c in enumerate(done):
-                    if j != lead:
-                        c.covs = None
-        best = candidates[int(np.argmax([state.value for state in candidates]))]
-        for _ in range(n_iter):
-            step(best)
-        if rows.size < X.shape[0]:
-            best.aux = None  # its auxiliaries belong to the candidates' rows
-        if support is not None:
-            embed_columns(best, support, p, sigma)
-        best.omega = 2.0
-        return best
-
-    def _bmemg_start(self, X, y, rng, n_iter=_BMEMG_INIT_ITER):
-        """Posterior means (2, K, p) of the BMEM-G start.
-
-        The full-covariance fit when it is affordable, else the factorized one
-        (:func:`_diagonal_start`).
-        """
-        diagonal = _diagonal_start(X, self.n_components)
-        return self._gaussian_start(X, y, rng, n_iter, diagonal=diagonal).means
+            return _ChainEngine(self)
+        if self.prior == "gaussian":
+            return _GaussianEngine(self)
+        return _VariationalEngine(self)
 
     def _initialize(self, X, y, rng):
-        K, p = self.n_components, X.shape[1]
-        kind = self._kind()
-        self._states = []
-        for yc in self._targets(y):
-            if kind == "gaussian":
-                self._states.append(self._gaussian_start(X, yc, rng, 0))
-            elif kind == "vmf":
-                means = self._bmemg_start(X, yc, rng) if _INIT == "bmemg" else None
-                self._start = "random" if means is None else "bmemg"
-                if means is None:
-                    beta = _init_params(K, p, rng, _INIT_CONCENTRATION, 1.0)
-                    eta = _init_params(K, p, rng, _INIT_CONCENTRATION, 1.0)
-                else:
-                    beta, eta = (params_from_vectors(m) for m in means)
-                state = VariationalState(beta, eta)
-                if means is not None:
-                    self._anneal_prior(X, yc, state)
-                self._states.append(state)
-            else:
-                self._states.append(self._mcmc_start(X, yc, rng))
-
-    def _anneal_prior(self, X, y, state):
-        """With a strong MABN prior, choose how to start "vi" from the BMEM-G fit.
-
-        The BMEM-G start ignores the diversity prior. With a strong one
-        (``diversity_strength`` kappa > 1) the first gradient steps can pull
-        every direction to the prior's simplex at once; the magnitudes of the
-        experts whose data direction it forbids collapse, and a direction with
-        zero magnitude gains nothing from turning back: a degenerate optimum
-        (on Adult, K = 10, kappa = 100: one expert of magnitude 0 takes every
-        row, 24% accuracy, ELBO -0.79 against -0.46 nats per sample when the
-        prior is brought in gradually). On small data the direct path can end
-        higher instead (the two-expert data of the tests). So both paths run
-        the same number of iterations, log2(kappa): one at the full kappa, one
-        at kappa_t = 2, 4, 8, ..., kappa; the one with the higher objective (at
-        the full kappa) is kept and the recorded iterations start from it.
-        ``state`` is updated in place.
-        """
-        kappa = float(self.diversity_strength)
-        if self.inference != "vi" or kappa <= 1.0:
-            return
-        p = X.shape[1]
-        sq = row_norms(X, squared=True)
-        use_stats = _use_statistics(X, self.n_components, "auto")
-        cfg, lams, consts = self._objective_config(p)
-        direct = VariationalState(state.beta, state.eta)
-        k_t = 1.0
-        while k_t < kappa:
-            k_t = min(2.0 * k_t, kappa)
-            cfg_t = cfg._replace(kappa_prior=k_t)
-            state.aux = None  # the objective changed with kappa
-            variational_iteration(X, y, sq, state, cfg_t,
-                                  prior_constants(cfg_t, self.n_components, p), lams,
-                                  _INNER_MAX_ITER, use_stats, 0.0)
-            variational_iteration(X, y, sq, direct, cfg, consts, lams,
-                                  _INNER_MAX_ITER, use_stats, 0.0)
-        annealed = objective_and_aux(X, y, sq, state.beta, state.eta, cfg, consts,
-                                     lams)[0]
-        if direct.value > annealed:
-            state.beta, state.eta, state.steps = direct.beta, direct.eta, direct.steps
-        state.aux = None
-        state.omega, state.omega_growth = 2.0, 2.0
-
-    def _mcmc_start(self, X, y, rng):
-        K = self.n_components
-        means = self._bmemg_start(X, y, rng)
-        beta, eta = (np.array(m) for m in means)
-        for v in (beta, eta):  # MABN directions need non-zero vectors
-            v[np.linalg.norm(v, axis=1) == 0, -1] = 1e-3
-        return dict(beta=beta, eta=eta,
-                    kappa_hat=np.full((2, K), float(_PROPOSAL_CONCENTRATION)),
-                    scale=np.full((2, K), float(_PROPOSAL_SCALE)),
-                    burned=0, em_done=0, post_em=False, kept_beta=[], kept_eta=[],
-                    kept_sweeps=0, accepted={}, trace=[], hyper=None)
-
-    def _mcmc_prior(self, p, hyper=None):
-        mu0, a1, a2 = ((self._mu0(p), _MAGNITUDE_SHAPE, _MAGNITUDE_RATE)
-                       if hyper is None else hyper)
-        return dict(prior=self.prior, kappa=self.diversity_strength, mu0=mu0,
-                    alpha1=a1, alpha2=a2, sigma=self.prior_std)
-
-    def _mcmc_block(self, X, y, rng, st):
-        """One block of sweeps of the schedule; returns the mean log joint (nats)."""
-        p = X.shape[1]
-        em = self.prior == "mabn" and _N_EM_ITER > 0
-        if st["kept_sweeps"] >= self.n_mcmc_samples:  # warm start: a new set of samples
-            st.update(kept_beta=[], kept_eta=[], kept_sweeps=0, accepted={})
-        common = dict(direction_concentration=st["kappa_hat"],
-                      magnitude_scale=st["scale"], gaussian_scale=st["scale"],
-                      random_state=rng,
-                      init={"beta": st["beta"], "eta": st["eta"]},
-                      **self._mcmc_prior(p, st["hyper"]))
-        if st["burned"] < self.burn_in:  # adaptive burn-in (discarded)
-            block = min(ADAPT_BLOCK, self.burn_in - st["burned"])
-            res = run_metropolis_hastings(X, y, self.n_components, n_samples=block,
-                                          burn_in=0, thin=1, **common)
-            st["kappa_hat"], st["scale"] = adapt_proposals(
-                st["kappa_hat"], st["scale"], res.vector_acceptance_rates, self.prior)
-            st["burned"] += block
-        elif em and st["em_done"] < _N_EM_ITER:  # Monte Carlo EM iteration
-            res = run_metropolis_hastings(X, y, self.n_components,
-                                          n_samples=2 * ADAPT_BLOCK, burn_in=0, thin=1,
-                                          **common)
-            mu0, a1, a2 = fit_mabn_hyperparameters(res.beta_samples, res.eta_samples)
-            st["hyper"] = (mu0, a1, a2)
-            st["em_done"] += 1
-        elif em and not st["post_em"]:  # burn-in with the learned prior
-            res = run_metropolis_hastings(X, y, self.n_components,
-                                          n_samples=ADAPT_BLOCK, burn_in=0, thin=1,
-                                          **common)
-            st["post_em"] = True
-        else:  # kept samples
-            m = min(ADAPT_BLOCK, self.n_mcmc_samples - st["kept_sweeps"])
-            res = run_metropolis_hastings(X, y, self.n_components, n_samples=m,
-                                          burn_in=0, thin=_THIN, **common)
-            st["kept_beta"].append(res.beta_samples)
-            st["kept_eta"].append(res.eta_samples)
-            st["kept_sweeps"] += m
-            for key, rate in res.acceptance_rates.items():
-                a, w = st["accepted"].get(key, (0.0, 0))
-                st["accepted"][key] = (a + rate * m, w + m)
-        st["beta"], st["eta"] = res.beta_samples[-1], res.eta_samples[-1]
-        st["trace"].append(res.log_posterior)
-        return float(np.mean(res.log_posterior))
+        engine = self._engine()
+        self._states = [engine.start(X, yc, rng) for yc in self._targets(y)]
 
     def _iterate(self, X, y, rng, partial=False):
-        kind, n = self._kind(), X.shape[0]
+        engine = self._engine()
+        context = engine.iteration_context(X)
         total = 0.0
-        if kind == "vmf":
-            sq = row_norms(X, squared=True)
-            cfg, lams, consts = self._objective_config(X.shape[1])
-            use_stats = _use_statistics(X, self.n_components, "auto")
-            # tol=None (no tolerance): every one of the _INNER_MAX_ITER rounds
-            inner_tol = 0.1 * (self._stopping_tol() or 0.0) * n
         for yc, st in zip(self._targets(y), self._states, strict=True):
-            if kind == "vmf":
-                total += variational_iteration(X, yc, sq, st, cfg, consts, lams,
-                                               _INNER_MAX_ITER, use_stats,
-                                               inner_tol)
-            elif kind == "gaussian":
-                total += gaussian_iteration(X, yc, row_norms(X, squared=True), st,
-                                            self.prior_std)
-            else:
-                total += self._mcmc_block(X, yc, rng, st)
-        return total / n
+            total += engine.step(X, yc, rng, st, context)
+        return total / X.shape[0]
 
     def _tol_scale(self):
         # the ELBO sums the one-vs-rest problems; tol applies to each
         return len(self._states)
 
     def _not_converged_message(self):
-        if self._kind() != "mcmc":
-            return super()._not_converged_message()
-        kept = min(st["kept_sweeps"] for st in self._states)
-        em = self.prior == "mabn" and _N_EM_ITER > 0
-        blocks = (-(-self.burn_in // ADAPT_BLOCK) + (_N_EM_ITER + 1 if em else 0)
-                  + -(-self.n_mcmc_samples // ADAPT_BLOCK))
-        return (
-            f"{type(self).__name__}: max_iter={self.max_iter} blocks of sweeps ended "
-            f"the chain before its schedule did: {kept} of n_mcmc_samples="
-            f"{self.n_mcmc_samples} samples kept. From a new start the schedule "
-            f"(burn_in={self.burn_in} sweeps"
-            f"{f', {_N_EM_ITER} Monte Carlo EM iterations' if em else ''}"
-            f", then the kept samples, {ADAPT_BLOCK} per block) needs max_iter >= "
-            f"{blocks}: increase max_iter.")
+        message = self._engine().not_converged_message(self._states)
+        return message or super()._not_converged_message()
 
     def _run_finished(self):
-        if self._kind() != "mcmc":
-            return None
-        return all(st["kept_sweeps"] >= self.n_mcmc_samples for st in self._states)
+        return self._engine().finished(self._states)
 
     def _elbo_per_sample(self, X, y):
         """ELBO of the rows (X, y) per row, the KL term charged as in training.
@@ -865,35 +1026,12 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
 
     def _objective_total(self, X, y):
         """The training objective at the current state on the rows (X, y), nats."""
-        kind = self._kind()
+        engine = self._engine()
+        context = engine.objective_context(X)
         total = 0.0
-        if kind == "vmf":
-            sq = row_norms(X, squared=True)
-            cfg, lams, consts = self._objective_config(X.shape[1])
         for yc, st in zip(self._targets(y), self._states, strict=True):
-            if kind == "vmf":
-                total += objective_and_aux(X, yc, sq, st.beta, st.eta, cfg, consts,
-                                           lams)[0]
-            elif kind == "gaussian":
-                tmp = type(st)(st.means, st.covs)
-                total += gaussian_objective_and_aux(X, yc, tmp, self.prior_std)
-            else:
-                draws = self._mcmc_draws(st)
-                prior = self._mcmc_prior(X.shape[1], st["hyper"])
-                total += float(np.mean([log_joint(X, yc, b, e, **prior)
-                                        for b, e in zip(*draws, strict=True)]))
+            total += engine.objective(X, yc, st, context)
         return total
-
-    def _mcmc_draws(self, st, limit=_MAX_ELBO_DRAWS):
-        """Kept samples (S, K, p) x 2, thinned evenly to ``limit``; else the state."""
-        if not st["kept_beta"]:
-            return st["beta"][None], st["eta"][None]
-        B = np.concatenate(st["kept_beta"])
-        E = np.concatenate(st["kept_eta"])
-        if limit is not None and B.shape[0] > limit:
-            idx = np.linspace(0, B.shape[0] - 1, limit).round().astype(int)
-            B, E = B[idx], E[idx]
-        return B, E
 
     def _check_elbo_input(self, X, y):
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
@@ -921,23 +1059,12 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         # pickle do not grow with the training set. A warm start recomputes
         # them at the fitted q (one pass over the rows, as the first iteration
         # of a fit does).
+        engine = self._engine()
         for st in self._states:
-            if isinstance(st, (VariationalState, GaussianState)):
-                st.aux = st.weights = None
-            if isinstance(st, VariationalState):
-                st.spare = None
-        kind = self._kind()
-        if kind == "vmf":
-            self._experts = [_posterior_mean_vectors(st.beta)[None]
-                             for st in self._states]
-            self._gates = [_posterior_mean_vectors(st.eta)[None] for st in self._states]
-        elif kind == "gaussian":
-            self._experts = [st.means[0][None] for st in self._states]
-            self._gates = [st.means[1][None] for st in self._states]
-        else:
-            draws = [self._mcmc_draws(st, None) for st in self._states]
-            self._experts = [d[0] for d in draws]
-            self._gates = [d[1] for d in draws]
+            engine.release(st)
+        draws = [engine.draws(st) for st in self._states]
+        self._experts = [d[0] for d in draws]
+        self._gates = [d[1] for d in draws]
         mean_e = [e.mean(axis=0) for e in self._experts]
         mean_g = [g.mean(axis=0) for g in self._gates]
         d = self.n_features_in_
@@ -956,18 +1083,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
                      "gate_samples_", "prior_hyperparameters_"):
             if hasattr(self, name):
                 delattr(self, name)
-        if kind == "mcmc":
-            self.log_posterior_trace_ = np.stack([np.concatenate(st["trace"])
-                                                  for st in self._states])
-            self.acceptance_rates_ = [{k: a / w for k, (a, w) in st["accepted"].items()}
-                                      for st in self._states]
-            self.expert_samples_ = np.stack(self._experts)
-            self.gate_samples_ = np.stack(self._gates)
-            if self.prior == "mabn" and _N_EM_ITER > 0:
-                self.prior_hyperparameters_ = [
-                    dict(mu0=st["hyper"][0], magnitude_shape=st["hyper"][1],
-                         magnitude_rate=st["hyper"][2]) if st["hyper"] is not None
-                    else None for st in self._states]
+        engine.set_attributes(self._states)
 
     def _expert_use(self, X, y, mean_e, mean_g):
         """expert_usage_, n_active_components_, responsibility_entropy_ (and a
@@ -995,23 +1111,13 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
     def _concentration_price(self):
         """KL(q || uniform direction) of each expert's and its gate's direction.
 
-        Returns an ndarray of shape (n_targets, K), nats: log |S^{p-1}| -
-        H(vMF(kappa_expert)) + the same for the gate, the part of the ELBO an
-        expert pays for knowing its directions (None unless "vi" / "pr").
-        It grows like (p - 1) / 2 log kappa: with many features an expert
-        needs a large kappa to make its logits sharp (their variance has a
-        term E[g^2] (A_p(kappa) / kappa) ||x||^2) and pays for it in every
-        one of the p dimensions (user guide, "Many features").
+        Returns an ndarray of shape (n_targets, K), nats (None unless "vi" /
+        "pr"): see :meth:`_VariationalEngine.concentration_price`.
         """
-        if self._kind() != "vmf":
+        engine = self._engine()
+        if not isinstance(engine, _VariationalEngine):
             return None
-        out = []
-        for st in self._states:
-            p = st.beta.mu.shape[1]
-            uniform = float(vmf_entropy(p, 0.0))
-            out.append(sum(uniform - np.asarray(vmf_entropy(p, q.kappa), dtype=float)
-                           for q in (st.beta, st.eta)))
-        return np.array(out)
+        return engine.concentration_price(self._states)
 
     # ---------------------------------------------------------------- predict
     def _check_X(self, X):
