@@ -186,6 +186,41 @@ def document_features_all_labels():
                  "headline mnist --components 50 100 --seeds 0 1 2")
 
 
+def noisy_or_epochs():
+    """Default noisy-OR features by epochs of training, beside LSA's.
+
+    From ``bench_features_epochs.json`` (``bench_features.py --sections
+    epochs``): for each corpus and K, LSA (the better of the classifier with
+    and without a scaler) and the default ``NoisyORFactorizer`` after 10,
+    20, ... epochs (warm fits): test ELBO in nats per document, fit CPU
+    seconds, and the accuracy in percent of ``LogisticRegression`` trained on
+    n labelled documents (mean of 5 draws; mean over seeds).
+    """
+    data = load("bench_features_epochs")
+    labels = [str(n) for n in data["settings"]["labels"]]
+    groups = {}
+    for run in data["runs"]:
+        key = (run["corpus"], run["K"], run["method"], run.get("epochs"))
+        groups.setdefault(key, []).append(run)
+    rows = []
+    for (corpus, K, method, epochs), runs in groups.items():
+        cells = [_CORPUS_LABELS.get(corpus, corpus), str(K)]
+        if method == "lsa":
+            cells += ["LSA", "", ""]
+            acc = [_headline_accuracy(runs, n) for n in labels]
+        else:
+            cells += [f"{method.upper()}, {epochs} epochs",
+                      f"{_mean([r['test_elbo'] for r in runs]):.2f}",
+                      f"{_mean([r['fit_cpu_seconds'] for r in runs]):.1f}"]
+            acc = [_mean([r["accuracy"]["plain"][n] for r in runs]) for n in labels]
+        rows.append(cells + [f"{100 * a:.1f}" for a in acc])
+    header = ["corpus", "K", "features", "test ELBO", "fit CPU s",
+              *[f"{n} labels" for n in labels]]
+    return Table(header, rows, "python benchmarks/bench_features.py --sections "
+                 "epochs --corpora body r8 headline mnist r52 --components 50 100 "
+                 "--seeds 0 --labels 20 100 500 all")
+
+
 def mixture_tables():
     """The default mixture of experts against one logistic regression and
     gradient boosting on real binary tables.
@@ -214,6 +249,7 @@ def mixture_tables():
 
 
 TABLES = {
+    "noisy_or_epochs": noisy_or_epochs,
     "mixture_tables": mixture_tables,
     "document_features": document_features,
     "document_features_all_labels": document_features_all_labels,

@@ -376,10 +376,12 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     max_iter : int, default=10
         Number of epochs (EM iterations for "jj"). With the default
         ``tol=None`` a fixed budget, as the passes of
-        :class:`~sklearn.decomposition.LatentDirichletAllocation`. The
-        features are good after a few epochs; the ELBO keeps improving for
-        tens of epochs, so raise ``max_iter`` (with ``early_stopping=True``)
-        for a better density model.
+        :class:`~sklearn.decomposition.LatentDirichletAllocation`, chosen
+        for the time of a fit: the held-out ELBO keeps rising for tens of
+        epochs, and the features change with it (User Guide, "More
+        epochs"). Raise it for a better density model (with
+        ``early_stopping=True``); for a classifier, compare values by
+        cross-validation.
     tol : float or None, default=None
         Tolerance in nats per row. Training stops when the monitored ELBO
         (training, or validation with ``early_stopping``) has not improved
