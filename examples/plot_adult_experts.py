@@ -33,9 +33,7 @@ sharing the machine.
 
 Run ``python plot_adult_experts.py --quick`` for a 3,000-row subset, K in
 {2, 3}, one seed and few iterations (the documentation is built in that
-mode). The figures are saved in ``--output`` (default: the current folder).
-The last section reads the default model: the region each expert covers
-and its coefficients.
+mode). The figure is saved in ``--output`` (default: the current folder).
 """
 
 # %%
@@ -274,55 +272,3 @@ os.makedirs(args.output, exist_ok=True)
 path = os.path.join(args.output, "adult_experts.png")
 fig.savefig(path, dpi=120)
 print(f"saved {path}")
-
-# %%
-# What a mixture of linear experts tells that boosting does not
-# --------------------------------------------------------------
-# The default model (every setting at its default; Adult's features are
-# binary, so no scaling) splits the people into regions by its gate and fits
-# one logistic regression in each. Unlike a boosted ensemble of trees, every
-# part of it can be read: which rows each expert takes (the gate's largest
-# coefficients describe its region) and how, inside that region, each
-# feature moves the log-odds of an income above 50K (the expert's
-# coefficients).
-feature_names = np.asarray(load_adult().feature_names)
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", ConvergenceWarning)
-    model = DiversityMixtureOfExperts(random_state=0).fit(X, y)
-gate = model.transform(X)            # p(expert k | x), (n, K)
-region = np.argmax(gate, axis=1)
-in_use = np.flatnonzero(np.bincount(region, minlength=model.n_components)
-                        >= 0.01 * X.shape[0])
-print(f"experts in use: "
-      f"{model.n_active_components_[0]} of {model.n_components}; test accuracy "
-      f"{model.score(X_test, y_test):.4f}")
-regions = {}
-for k in in_use:
-    rows = region == k
-    others = np.delete(model.gate_coef_[0], k, axis=0).mean(axis=0)
-    lift = model.gate_coef_[0, k] - others    # what sends a row to expert k
-    coef = model.expert_coef_[0, k]
-    regions[int(k)] = dict(
-        share=float(rows.mean()), positive_rate=float(y[rows].mean()),
-        region=[str(feature_names[j]) for j in np.argsort(-lift)[:3]],
-        up=[(str(feature_names[j]), float(coef[j])) for j in np.argsort(-coef)[:3]],
-        down=[(str(feature_names[j]), float(coef[j])) for j in np.argsort(coef)[:3]])
-    r = regions[int(k)]
-    print(f"expert {k}: {r['share']:.1%} of the rows, {r['positive_rate']:.1%} "
-          f"above 50K; region: {', '.join(r['region'])}")
-    print("   raises the odds: " + ", ".join(f"{n} ({c:+.2f})" for n, c in r["up"]))
-    print("   lowers the odds: " + ", ".join(f"{n} ({c:+.2f})" for n, c in r["down"]))
-
-fig2, axes2 = plt.subplots(1, len(in_use), figsize=(4.5 * len(in_use), 4),
-                           squeeze=False)
-for ax, k in zip(axes2[0], in_use, strict=True):
-    coef = model.expert_coef_[0, k]
-    top = np.argsort(-np.abs(coef))[:10][::-1]
-    ax.barh(range(top.size), coef[top],
-            color=["tab:blue" if c > 0 else "tab:red" for c in coef[top]])
-    ax.set_yticks(range(top.size), [feature_names[j] for j in top], fontsize=7)
-    ax.set_title(f"expert {k}: {regions[int(k)]['share']:.0%} of the rows",
-                 fontsize=9)
-    ax.set_xlabel("coefficient (log-odds)")
-fig2.tight_layout()
-fig2.savefig(os.path.join(args.output, "adult_experts_regions.png"), dpi=120)
