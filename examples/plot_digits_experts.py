@@ -1,7 +1,7 @@
 """
-==========================================================================
-What a mixture of linear experts shows: even against odd handwritten digits
-==========================================================================
+=====================================================================
+What a mixture of linear experts shows: even against odd digits
+=====================================================================
 
 Even against odd digits is a task that no single hyperplane solves well: the
 even digits 0, 2, 4, 6, 8 share no stroke that the odd ones lack. A mixture
