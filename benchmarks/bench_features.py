@@ -535,8 +535,7 @@ def main_transforms(args, corpora, Ks, seeds, labels, out, argv=None):
     methods = [m for m in (args.methods or ["acp"]) if m in NOISY_OR] or ["acp"]
     results = {
         "machine": machine_info(),
-        "command": " ".join([os.path.basename(sys.argv[0])] + (
-            sys.argv[1:] if argv is None else list(argv))),
+        "command": _command(argv),
         "settings": {"corpora": corpora, "components": Ks, "seeds": seeds,
                      "labels": labels, "methods": methods, "draws": N_DRAWS,
                      "transforms": list(names),
@@ -573,11 +572,7 @@ def main_transforms(args, corpora, Ks, seeds, labels, out, argv=None):
                     results["runs"].append(rec)
                     results["elapsed_seconds"] = _r(time.perf_counter() - t_start, 1)
                     write_json(results, out)
-    results["elapsed_seconds"] = _r(time.perf_counter() - t_start, 1)
-    results["tables"] = print_transform_tables(results)
-    write_json(results, out)
-    print(f"\nwrote {out} ({results['elapsed_seconds']} s)", flush=True)
-    return results
+    return _finish(results, print_transform_tables, out, t_start)
 
 
 # ----------------------------------------------------------------- tables
@@ -756,6 +751,21 @@ def print_tables(results):
 
 
 # ----------------------------------------------------------------- main
+def _command(argv):
+    """The command line of this run, as recorded in the JSON."""
+    return " ".join([os.path.basename(sys.argv[0])]
+                    + (sys.argv[1:] if argv is None else list(argv)))
+
+
+def _finish(results, tables, out, t_start):
+    """Record the elapsed seconds and the printed tables, write ``out``."""
+    results["elapsed_seconds"] = _r(time.perf_counter() - t_start, 1)
+    results["tables"] = tables(results)
+    write_json(results, out)
+    print(f"\nwrote {out} ({results['elapsed_seconds']} s)", flush=True)
+    return results
+
+
 def write_json(results, path):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
@@ -846,8 +856,7 @@ def main_methods(args, corpora, Ks, seeds, labels, out, argv=None):
     methods = [m for m in METHODS if m in (args.methods or METHODS)]
     results = {
         "machine": machine_info(),
-        "command": " ".join([os.path.basename(sys.argv[0])] + (
-            sys.argv[1:] if argv is None else list(argv))),
+        "command": _command(argv),
         "settings": {
             "corpora": corpora, "components": Ks, "seeds": seeds,
             "labels": labels, "methods": methods, "draws": N_DRAWS,
@@ -922,11 +931,7 @@ def main_methods(args, corpora, Ks, seeds, labels, out, argv=None):
                               f"total {rec['total_seconds']:.1f}s", flush=True)
                     results["elapsed_seconds"] = _r(time.perf_counter() - t_start, 1)
                     write_json(results, out)
-    results["elapsed_seconds"] = _r(time.perf_counter() - t_start, 1)
-    results["tables"] = print_tables(results)
-    write_json(results, out)
-    print(f"\nwrote {out} ({results['elapsed_seconds']} s)", flush=True)
-    return results
+    return _finish(results, print_tables, out, t_start)
 
 
 
@@ -947,8 +952,7 @@ def main_epochs(args, corpora, Ks, seeds, labels, out, argv=None):
     methods = [m for m in (args.methods or ["acp"]) if m in NOISY_OR]
     results = {
         "machine": machine_info(),
-        "command": " ".join([os.path.basename(sys.argv[0])] + (
-            sys.argv[1:] if argv is None else list(argv))),
+        "command": _command(argv),
         "settings": {"corpora": corpora, "components": Ks, "seeds": seeds,
                      "labels": labels, "epochs": stages, "methods": methods,
                      "draws": N_DRAWS, "quick": args.quick},
@@ -992,11 +996,7 @@ def main_epochs(args, corpora, Ks, seeds, labels, out, argv=None):
                               f"{rec['test_elbo']:.2f} acc "
                               f"{rec['accuracy']['plain']}", flush=True)
                         write_json(results, out)
-    results["elapsed_seconds"] = _r(time.perf_counter() - t_start, 1)
-    results["tables"] = [print_epoch_table(results)]
-    write_json(results, out)
-    print(f"\nwrote {out} ({results['elapsed_seconds']} s)", flush=True)
-    return results
+    return _finish(results, lambda r: [print_epoch_table(r)], out, t_start)
 
 
 def print_epoch_table(results):
