@@ -457,7 +457,7 @@ def section_tables(quick):
                     m = model[-1]
                     extra.append(dict(n_active=int(m.n_active_components_[0]),
                                       n_components=int(m.n_components),
-                                      n_iter=int(m.n_iter_), elbo=float(m.elbo_)))
+                                      n_iter=int(m.n_iter_), **_objective(m)))
             entry[name] = dict(accuracy=[round(a, 4) for a in acc],
                                mean=float(np.mean(acc)), sd=float(np.std(acc)),
                                cpu_seconds=[round(t, 3) for t in cpu],
@@ -487,6 +487,14 @@ def section_tables(quick):
                  f"{cpu_total['HistGradientBoosting']:.1f} (ratio mixture / "
                  f"boosting {out['cpu_ratio_to_boosting']:.2f})"])
     return out
+
+
+def _objective(model):
+    """The fit loop's final value, under its name: the ELBO, or the log joint
+    density of an "mcmc" chain (which has no ELBO)."""
+    if model.inference == "mcmc":
+        return dict(log_joint=float(model.log_joint_))
+    return dict(elbo=float(model.elbo_))
 
 
 def _price_in_use(model):
@@ -519,7 +527,7 @@ def section_many_features(quick):
                                                              **METHODS[name]), A, ytr)
             entry[name] = dict(accuracy=model.score(B, yte), seconds=sec,
                                in_use=int(model.n_active_components_[0]),
-                               price_nats=_price_in_use(model), elbo=model.elbo_)
+                               price_nats=_price_in_use(model), **_objective(model))
             rows.append([view, A.shape[1], name, f"{entry[name]['accuracy']:.4f}",
                          entry[name]["in_use"], f"{sec:.1f}",
                          "" if entry[name]["price_nats"] is None
@@ -600,7 +608,7 @@ def section_k30(quick):
         out[name].update(n_iter=int(model.n_iter_),
                          n_active=int(model.n_active_components_[0]),
                          expert_angle=float(model.expert_angle_mean_[0]),
-                         elbo=float(model.elbo_))
+                         **_objective(model))
         rows.append([name, f"{sec:.1f}{spread}", model.n_iter_, f"{acc:.4f}",
                      out[name]["n_active"], f"{out[name]['expert_angle']:.2f}",
                      "" if hours is None else f"{hours:.1f} h"])

@@ -45,7 +45,7 @@ from threadpoolctl import ThreadpoolController
 
 from ._validation import IntInterval
 
-__all__ = ["BaseVariational", "FIT_LOOP_CONSTRAINTS"]
+__all__ = ["BaseVariational", "FIT_LOOP_CONSTRAINTS", "StoppingRule"]
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -118,15 +118,99 @@ FIT_LOOP_CONSTRAINTS = {
     "verbose": ["verbose"],
 }
 
-#: Attributes set by the fit loop itself.
+#: Attributes set by the fit loop itself ("elbo" is the monitored value's
+#: attribute name, :attr:`StoppingRule.attribute`).
 _LOOP_ATTRIBUTES = (
-    "elbo_",
-    "elbo_history_",
+    "{}_",
+    "{}_history_",
     "n_iter_",
     "converged_",
     "validation_scores_",
     "best_validation_score_",
 )
+
+
+class StoppingRule:
+    """What the fit loop monitors and when a run ends: the ``tol`` rule.
+
+    A run has converged when the monitored value (nats per sample) has not
+    improved on its best by more than ``tol`` (times ``n_problems``) for
+    ``n_iter_no_change`` consecutive iterations. An estimator's
+    ``_stopping_rule()`` returns one; the mixture of experts (several
+    one-vs-rest problems, an MCMC schedule) and the relational model (a
+    plateau band for full sweeps) return their own.
+
+    Parameters
+    ----------
+    tol : float or None
+        Tolerance in nats per sample of each problem; None: no convergence
+        test (a fixed budget of ``max_iter`` iterations).
+    n_iter_no_change : int
+        Iterations without improvement that end a run.
+    n_problems : int, default=1
+        How many independent problems the monitored value sums; ``tol``
+        applies to each.
+    plateau_fraction : float or None, default=None
+        A training value more than this fraction of ``|best|`` below the
+        best resets the count: the run is still moving (a transient fall it
+        may recover from), not converged. None: every iteration that does
+        not improve counts, as in
+        :class:`~sklearn.neural_network.MLPClassifier`. Not used for
+        held-out values, which may fall for good.
+
+    Attributes
+    ----------
+    label : str
+        Name of the monitored value in the verbose lines and messages.
+    attribute : str
+        Stem of the fitted attributes that hold it (``elbo_``,
+        ``elbo_history_``).
+    """
+
+    label = "ELBO"
+    attribute = "elbo"
+
+    def __init__(self, tol, n_iter_no_change, n_problems=1, plateau_fraction=None):
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.n_problems = n_problems
+        self.plateau_fraction = plateau_fraction
+        self._no_change = 0
+
+    @property
+    def ends_early(self):
+        """Whether a run can end before ``max_iter``."""
+        return self.tol is not None
+
+    def update(self, value, best, held_out):
+        """Record one iteration's value (``best``: the best before it).
+
+        Returns whether the run has converged.
+        """
+        if self.tol is None:
+            return False
+        band = np.inf
+        if not held_out and self.plateau_fraction is not None:
+            band = self.plateau_fraction * abs(best)
+        if value > best + self.tol * self.n_problems or value < best - band:
+            self._no_change = 0  # improving, or fallen far below: moving
+        else:
+            self._no_change += 1
+        return self._no_change >= self.n_iter_no_change
+
+    def message(self, model):
+        """The text of the ConvergenceWarning of a run that reached max_iter."""
+        per = ("" if self.n_problems == 1
+               else f" per problem (the {self.label} sums {self.n_problems})")
+        amount = f"tol={model.tol} nats per sample{per}"
+        if model.tol is None:
+            amount = f"0 nats per sample{per} (tol=None with early stopping)"
+        monitored = f"validation {self.label}" if model.early_stopping else self.label
+        return (
+            f"{type(model).__name__}: max_iter={model.max_iter} iterations ran and "
+            f"the {monitored} still improved by more than {amount} within the "
+            f"last n_iter_no_change={model.n_iter_no_change} iterations. Increase "
+            "max_iter or tol.")
 
 
 class BaseVariational(BaseEstimator):
@@ -153,10 +237,12 @@ class BaseVariational(BaseEstimator):
     ``_check_elbo_input(X, y) -> (X, y)``
         Validation of new data for :meth:`elbo`.
 
-    and may override ``_get_state``/``_set_state`` (what is copied to keep the
-    best run or iteration), ``_after_fit(X, y)`` (public attributes after
-    training) and ``_divergence_hint()`` (the remedy the divergence error
-    names).
+    and may override ``_stopping_rule()`` (a :class:`StoppingRule`: what is
+    monitored and when a run ends), ``_transient_attributes`` (attributes
+    that are not part of the fitted state: caches and data of the training
+    rows, left out when the state of the best run or iteration is kept),
+    ``_after_fit(X, y)`` (public attributes after training) and
+    ``_divergence_hint()`` (the remedy the divergence error names).
 
     Attributes set by the loop
     --------------------------
@@ -166,6 +252,10 @@ class BaseVariational(BaseEstimator):
     elbo_history_ : ndarray of shape (n_iter_,)
         The value returned by every iteration of the kept run, nats per sample
         (continued by ``warm_start`` and ``partial_fit``).
+
+        (An estimator whose :class:`StoppingRule` monitors another value
+        names these two after it, e.g. ``log_joint_`` and
+        ``log_joint_history_``.)
     n_iter_ : int
         Number of iterations of the kept run.
     converged_ : bool
@@ -201,26 +291,30 @@ class BaseVariational(BaseEstimator):
     def _after_fit(self, X, y):
         """Set public attributes after training (default: nothing)."""
 
-    def _run_finished(self):
-        """None: the ``tol`` rule ends the run (default). An estimator whose run
-        has a fixed length (an MCMC schedule of burn-in and kept sweeps) returns
-        False until the schedule is done and True then (``converged_`` = True);
-        ``max_iter`` still caps the run."""
-        return None
+    def _stopping_rule(self):
+        """A fresh :class:`StoppingRule` for one run (default: the ``tol`` rule)."""
+        return StoppingRule(self._stopping_tol(), self.n_iter_no_change)
 
     def _divergence_hint(self):
         return "Check the input scale, or lower the step sizes."
 
+    #: Attributes that are not part of the fitted state (caches, data of the
+    #: training rows): not copied by :meth:`_get_state`, left as they are by
+    #: :meth:`_set_state`.
+    _transient_attributes = ()
+
     def _get_state(self):
-        """A copy of the fitted state: every attribute that is not a parameter.
+        """A copy of the fitted state: every attribute that is neither a
+        parameter nor listed in ``_transient_attributes``.
 
         One ``deepcopy`` call for the whole state, so that references between
         fitted arrays (an optimizer holding the parameter arrays) survive.
         """
-        params = self.get_params(deep=False)
+        skip = set(self.get_params(deep=False))
+        skip.update(self._transient_attributes)
+        skip.add("_best_validation_state")
         state = copy.deepcopy(
-            {key: value for key, value in vars(self).items()
-             if key not in params and key != "_best_validation_state"}
+            {key: value for key, value in vars(self).items() if key not in skip}
         )
         # the best held-out state kept for warm starts (see _run) is never
         # modified in place: shared, not copied, so that states do not nest
@@ -279,7 +373,7 @@ class BaseVariational(BaseEstimator):
 
     # ----------------------------------------------------------- helpers
     def _is_initialized(self):
-        return hasattr(self, "elbo_history_")
+        return hasattr(self, "n_iter_")
 
     def _report(self, message):
         print(f"[{type(self).__name__}] {message}", flush=True)
@@ -287,13 +381,9 @@ class BaseVariational(BaseEstimator):
     # What one row of X is, for the units of the verbose lines ("nats/sample").
     _row_unit = "sample"
 
-    def _value_label(self):
-        """Name of the monitored value in the verbose lines (default "ELBO")."""
-        return "ELBO"
-
-    def _value_units(self, value):
+    def _value_units(self, value, rule):
         """``"<label> <value> nats/<row>"``, the verbose lines' one format."""
-        return f"{self._value_label()} {value:.4f} nats/{self._row_unit}"
+        return f"{rule.label} {value:.4f} nats/{self._row_unit}"
 
     def _split_validation(self, X, y, rng, warm=False):
         """Hold out ``validation_fraction`` of the rows (stratified for classifiers).
@@ -382,52 +472,46 @@ class BaseVariational(BaseEstimator):
         start = time.perf_counter()
         for init in range(n_init):
             if not warm:
-                for name in _LOOP_ATTRIBUTES:
-                    if hasattr(self, name):
-                        delattr(self, name)
+                self._clear_loop_attributes(StoppingRule.attribute)
                 self._best_validation_state = None  # each run its own best
                 self.random_state_ = rng
                 self._initialize(X, y, rng)
                 self._record_structure()
-            self._run(X, y, X_val, y_val, rng, init, n_init, start)
-            self.elbo_ = self._checked_value(
-                self._elbo_per_sample(X, y), "final ELBO", self.n_iter_
+            rule = self._stopping_rule()
+            if not warm:
+                self._clear_loop_attributes(rule.attribute)
+            self._run(X, y, X_val, y_val, rng, rule, init, n_init, start)
+            final = self._checked_value(
+                self._elbo_per_sample(X, y), f"final {rule.label}", self.n_iter_
             )
+            setattr(self, f"{rule.attribute}_", final)
             if n_init > 1:
                 # with early stopping the runs are compared on the held-out
-                # ELBO they were stopped on, otherwise on the training ELBO
+                # value they were stopped on, otherwise on the training value
                 score = (self.best_validation_score_ if X_val is not None
-                         else self.elbo_)
+                         else final)
                 if self.verbose:
-                    held_out = (f", best validation ELBO {score:.4f}"
+                    held_out = (f", best validation {rule.label} {score:.4f}"
                                 if X_val is not None else "")
                     self._report(
                         f"init {init + 1}/{n_init}: final "
-                        f"{self._value_units(self.elbo_)}{held_out}"
+                        f"{self._value_units(final, rule)}{held_out}"
                     )
                 if best_state is None or score > best_score:
                     best_score, best_state = score, self._get_state()
         if best_state is not None:
             self._set_state(best_state)
-        if not self.converged_ and self._has_stopping_rule():
-            warnings.warn(self._not_converged_message(), ConvergenceWarning,
+        if not self.converged_ and rule.ends_early:
+            warnings.warn(rule.message(self), ConvergenceWarning,
                           stacklevel=_user_stacklevel())
         self._after_fit(X, y)
         return self
 
-    def _not_converged_message(self):
-        """The text of the ConvergenceWarning of a run that reached max_iter."""
-        scale = self._tol_scale()
-        per = "" if scale == 1 else f" per problem (the ELBO sums {scale})"
-        amount = f"tol={self.tol} nats per sample{per}"
-        if self.tol is None:
-            amount = f"0 nats per sample{per} (tol=None with early stopping)"
-        monitored = "validation ELBO" if self.early_stopping else "ELBO"
-        return (
-            f"{type(self).__name__}: max_iter={self.max_iter} iterations ran and "
-            f"the {monitored} still improved by more than {amount} within the "
-            f"last n_iter_no_change={self.n_iter_no_change} iterations. Increase "
-            "max_iter or tol.")
+    def _clear_loop_attributes(self, stem):
+        """Delete the attributes of a fitted run (before a fresh one)."""
+        for name in _LOOP_ATTRIBUTES:
+            if hasattr(self, name.format(stem)):
+                delattr(self, name.format(stem))
 
     def _stopping_tol(self):
         """The tolerance of the stopping rule, or None when there is none.
@@ -439,45 +523,16 @@ class BaseVariational(BaseEstimator):
             return 0.0 if self.early_stopping else None
         return self.tol
 
-    def _tol_scale(self):
-        """How many independent problems the monitored ELBO sums (default 1).
-
-        ``tol`` applies to each: a run has converged when the sum has not
-        improved by more than ``tol`` times this number.
-        """
-        return 1
-
-    def _plateau_band(self, best):
-        """How far below its best the training ELBO may lie and count as a plateau.
-
-        The ``tol`` rule counts an iteration towards ``n_iter_no_change``
-        when the ELBO does not exceed its best by more than ``tol`` and lies
-        within this band below it; a value further below resets the count,
-        as the run is still moving (a transient fall it may recover from),
-        not converged. Default infinite: every iteration that does not
-        improve counts, as in :class:`~sklearn.neural_network.MLPClassifier`.
-        Not used with early stopping, whose held-out ELBO may fall for good.
-        """
-        return np.inf
-
-    def _has_stopping_rule(self):
-        """Whether a run can end before ``max_iter``: the ``tol`` rule or an
-        estimator's own schedule (:meth:`_run_finished`)."""
-        return self._stopping_tol() is not None or self._run_finished() is not None
-
-    def _run(self, X, y, X_val, y_val, rng, init, n_init, start):
-        """Up to ``max_iter`` iterations of one run, with the stopping rule."""
-        tol = self._stopping_tol()
-        if tol is not None:
-            tol = tol * self._tol_scale()
-        history = list(getattr(self, "elbo_history_", []))
+    def _run(self, X, y, X_val, y_val, rng, rule, init, n_init, start):
+        """Up to ``max_iter`` iterations of one run, ended by ``rule``."""
+        history = list(getattr(self, f"{rule.attribute}_history_", []))
         validation = None
         if X_val is not None:
             previous = getattr(self, "validation_scores_", None)
             validation = [] if previous is None else list(previous)
             # iterations of a warm-started history without a held-out score
             validation = [np.nan] * (len(history) - len(validation)) + validation
-        best, best_state, no_change = -np.inf, None, 0
+        best, best_state = -np.inf, None
         kept = getattr(self, "_best_validation_state", None)
         if X_val is not None and kept is not None:
             # a warm start on the same held-out rows: the best so far is that
@@ -487,36 +542,24 @@ class BaseVariational(BaseEstimator):
         prefix = f"init {init + 1}/{n_init}, " if n_init > 1 else ""
         for _ in range(self.max_iter):
             it = len(history) + 1
-            # the training rows, to which elbo() charges the terms that
-            # belong to no row (an estimator may count its rows otherwise)
-            self._n_train_rows = X.shape[0]
-            value = self._checked_value(self._iterate(X, y, rng), "ELBO", it)
+            value = self._checked_value(self._iterate(X, y, rng), rule.label, it)
             history.append(value)
             monitored = value
             if X_val is not None:
                 monitored = self._checked_value(
-                    self._elbo_per_sample(X_val, y_val), "validation ELBO", it
-                )
+                    self._elbo_per_sample(X_val, y_val), f"validation {rule.label}",
+                    it)
                 validation.append(monitored)
             if self.verbose:
-                msg = f"{prefix}iteration {it}: {self._value_units(value)}"
+                msg = f"{prefix}iteration {it}: {self._value_units(value, rule)}"
                 if X_val is not None:
-                    msg += f", validation ELBO {monitored:.4f}"
+                    msg += f", validation {rule.label} {monitored:.4f}"
                 self._report(f"{msg}, {time.perf_counter() - start:.2f} s")
-            if tol is not None:
-                if monitored > best + tol or (
-                    X_val is None and monitored < best - self._plateau_band(best)
-                ):
-                    no_change = 0  # improving, or fallen far below: moving
-                else:
-                    no_change += 1
+            finished = rule.update(monitored, best, X_val is not None)
             if monitored > best:
                 best = monitored
                 if X_val is not None:
                     best_state = self._get_state()
-            finished = self._run_finished()
-            if finished is None:
-                finished = tol is not None and no_change >= self.n_iter_no_change
             if finished:
                 converged = True
                 break
@@ -531,7 +574,8 @@ class BaseVariational(BaseEstimator):
                 self._best_validation_state = best_state
             else:
                 self._set_state(best_state)
-        self.elbo_history_ = np.asarray(history, dtype=np.float64)
+        setattr(self, f"{rule.attribute}_history_",
+                np.asarray(history, dtype=np.float64))
         self.n_iter_ = len(history)
         self.converged_ = converged
         if validation is not None:
@@ -543,7 +587,7 @@ class BaseVariational(BaseEstimator):
         if self.verbose:
             if converged:
                 state = "converged after"
-            elif not self._has_stopping_rule():
+            elif not rule.ends_early:
                 state = "no convergence test (tol=None): ran"
             else:
                 state = "did not converge after"
@@ -566,11 +610,11 @@ class BaseVariational(BaseEstimator):
         else:
             self._check_structure(
                 "partial_fit continues the fitted model: fit anew, or set them back.")
+        rule = self._stopping_rule()
         it = self.elbo_history_.size + 1
         start = time.perf_counter()
-        self._n_train_rows = X.shape[0]
         value = self._checked_value(
-            self._iterate(X, y, self.random_state_, partial=True), "ELBO", it
+            self._iterate(X, y, self.random_state_, partial=True), rule.label, it
         )
         self.elbo_history_ = np.append(self.elbo_history_, value)
         self.n_iter_ = self.elbo_history_.size
@@ -579,7 +623,8 @@ class BaseVariational(BaseEstimator):
             self.validation_scores_ = np.append(self.validation_scores_, np.nan)
         self.converged_ = False
         if self.verbose:
-            self._report(f"partial_fit iteration {it}: {self._value_units(value)}, "
+            self._report(f"partial_fit iteration {it}: "
+                         f"{self._value_units(value, rule)}, "
                          f"{time.perf_counter() - start:.2f} s")
         self._after_fit(X, y)
         return self

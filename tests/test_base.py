@@ -17,7 +17,7 @@ from numpy.testing import assert_array_equal
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.utils.validation import check_array, validate_data
 
-from skbinvi._base import FIT_LOOP_CONSTRAINTS, BaseVariational
+from skbinvi._base import FIT_LOOP_CONSTRAINTS, BaseVariational, StoppingRule
 
 # the starting means of every initialization, outside the estimator's state
 # (which the loop copies and restores)
@@ -306,7 +306,7 @@ class ToyWithAFall(ToyGaussianMean):
     """The toy run, thrown far from the posterior mean at its 3rd iteration
     (as a transient fall of a Jacobi step), from which it recovers."""
 
-    band = np.inf
+    band = None
 
     def _iterate(self, X, y, rng, partial=False):
         self._calls = getattr(self, "_calls", 0) + 1
@@ -314,12 +314,13 @@ class ToyWithAFall(ToyGaussianMean):
             self.m_ += 50.0
         return super()._iterate(X, y, rng)
 
-    def _plateau_band(self, best):
-        return self.band * abs(best)
+    def _stopping_rule(self):
+        return StoppingRule(self.tol, self.n_iter_no_change,
+                            plateau_fraction=self.band)
 
 
 def test_a_fall_below_the_plateau_band_restarts_the_patience(data):
-    # default band (infinite): the patience runs out during the fall and the
+    # no band: the patience runs out during the fall and the
     # run ends "converged" far below its best, as MLPClassifier's rule would
     kw = dict(tol=1e-8, n_iter_no_change=3, random_state=0)
     plain = ToyWithAFall(**kw).fit(data)

@@ -16,10 +16,16 @@ from sklearn.base import (
 )
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.extmath import row_norms
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
-from .._base import FIT_LOOP_CONSTRAINTS, BaseVariational, single_threaded_blas
+from .._base import (
+    FIT_LOOP_CONSTRAINTS,
+    BaseVariational,
+    StoppingRule,
+    single_threaded_blas,
+)
 from .._validation import IntInterval
 from ._angular import mutual_angles
 from ._ascent import KAPPA_MAX, ObjectiveConfig, prior_constants
@@ -159,13 +165,10 @@ class _Engine:
     problem, its objective summed over the rows, nats), ``objective_context``/
     ``objective`` (the objective at the state), ``release`` (drop what belongs
     to the training rows), ``draws`` (the vectors predictions average over,
-    (S, K, p) each), ``finished``/``not_converged_message`` (a run on a fixed
-    schedule) and ``set_attributes`` (the fitted attributes of the algorithm).
+    (S, K, p) each), ``stopping_rule`` (what the fit loop monitors and when a
+    run ends) and ``set_attributes`` (the fitted attributes of the algorithm).
     Settings are read from the estimator at every call.
     """
-
-    #: the monitored value's name in the verbose lines
-    value_label = "ELBO"
 
     def __init__(self, model):
         self.model = model
@@ -179,13 +182,11 @@ class _Engine:
     def release(self, state):
         state.aux = state.weights = None
 
-    def finished(self, states):
-        """None: the ``tol`` rule ends the run."""
-        return None
-
-    def not_converged_message(self, states):
-        """None: the fit loop's own ConvergenceWarning text."""
-        return None
+    def stopping_rule(self, states):
+        """The ``tol`` rule; ``tol`` applies to each one-vs-rest problem."""
+        m = self.model
+        return StoppingRule(m._stopping_tol(), m.n_iter_no_change,
+                            n_problems=len(states))
 
     def set_attributes(self, states):
         """Fitted attributes of this algorithm alone (default: none)."""
@@ -433,13 +434,48 @@ class _VariationalEngine(_Engine):
         return np.array(out)
 
 
+def _has_elbo(model):
+    """:func:`~sklearn.utils.metaestimators.available_if` check of ``elbo``
+    (for a fitted model, the inference it was fitted with: a later
+    ``set_params`` is the ValueError of the structural check)."""
+    fitted = getattr(model, "_fitted_structure", {})
+    if fitted.get("inference", model.inference) == "mcmc":
+        raise AttributeError(
+            "inference='mcmc' has no ELBO: it draws samples, and log_joint_ holds "
+            "the log joint density of the training rows; use inference='vi' or "
+            "'pr' for elbo(X, y).")
+    return True
+
+
+class _ScheduleRule(StoppingRule):
+    """"mcmc": the run ends when the schedule is done (``converged_`` = True)
+    and ``tol`` does not apply; the monitored value is the log joint density,
+    in ``log_joint_`` and ``log_joint_history_`` (a chain has no ELBO)."""
+
+    label = "log joint"
+    attribute = "log_joint"
+
+    def __init__(self, engine):
+        super().__init__(None, engine.model.n_iter_no_change)
+        self.engine = engine
+
+    @property
+    def ends_early(self):
+        return True
+
+    def update(self, value, best, held_out):
+        m = self.engine.model
+        return all(st["kept_sweeps"] >= m.n_mcmc_samples for st in m._states)
+
+    def message(self, model):
+        return self.engine.schedule_message(model._states)
+
+
 class _ChainEngine(_Engine):
     """"mcmc": Metropolis-Hastings within Gibbs from the BMEM-G start, on a
     fixed schedule (adaptive burn-in, Monte Carlo EM, kept samples) in blocks
     of ``ADAPT_BLOCK`` sweeps; a block is one iteration of the fit loop, and
     its value is the mean log joint density of its sweeps (no ELBO)."""
-
-    value_label = "log joint"
 
     def start(self, X, y, rng):
         K = self.model.n_components
@@ -526,11 +562,12 @@ class _ChainEngine(_Engine):
             B, E = B[idx], E[idx]
         return B, E
 
-    def finished(self, states):
-        """True once every problem has kept its ``n_mcmc_samples`` samples."""
-        return all(st["kept_sweeps"] >= self.model.n_mcmc_samples for st in states)
+    def stopping_rule(self, states):
+        """The schedule: a run ends once every problem has kept its samples."""
+        return _ScheduleRule(self)
 
-    def not_converged_message(self, states):
+    def schedule_message(self, states):
+        """The ConvergenceWarning of a run that ``max_iter`` cut short."""
         m = self.model
         kept = min(st["kept_sweeps"] for st in states)
         em = m.prior == "mabn" and _N_EM_ITER > 0
@@ -700,15 +737,18 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         1 the gates are dead (every row shared equally, the experts act as
         one). NaN for K = 1.
     elbo_ : float
-        Training objective at the end, nats per sample, summed over the
-        one-vs-rest problems: "vi" and Gaussian "vi" the ELBO lower bound,
-        "pr" the posterior-regularized objective, "mcmc" the log joint
-        density log p(y, beta, eta | X) averaged over (up to 20 of) the kept
-        samples.
+        "vi", "pr": training objective at the end, nats per sample, summed
+        over the one-vs-rest problems: "vi" and Gaussian "vi" the ELBO lower
+        bound, "pr" the posterior-regularized objective. Not set by "mcmc".
     elbo_history_ : ndarray of shape (``n_iter_``,)
-        The same after every iteration ("mcmc": averaged over the sweeps of
-        each block, burn-in included); never decreasing for "vi", "pr" and
-        the Gaussian "vi".
+        The same after every iteration; never decreasing.
+    log_joint_ : float
+        "mcmc" (in place of ``elbo_``; a chain has no ELBO): the log joint
+        density log p(y, beta, eta | X) per sample, summed over the
+        one-vs-rest problems, averaged over (up to 20 of) the kept samples.
+    log_joint_history_ : ndarray of shape (``n_iter_``,)
+        "mcmc": the log joint density per sample averaged over the sweeps of
+        each block, burn-in included.
     n_iter_ : int
         Iterations (blocks of sweeps for "mcmc") of the kept run.
     converged_ : bool
@@ -778,10 +818,6 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
     """
 
     _structural_params = ("n_components", "prior", "inference", "fit_intercept")
-
-    def _value_label(self):
-        # the chain has no ELBO: its verbose lines give the log joint density
-        return self._engine().value_label
 
     def _same_structure(self, name, now, fitted):
         if name == "inference":  # "vi" and "pr" share the variational state
@@ -983,26 +1019,21 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
 
     def _initialize(self, X, y, rng):
         engine = self._engine()
+        self._n_train_rows = X.shape[0]
         self._states = [engine.start(X, yc, rng) for yc in self._targets(y)]
 
     def _iterate(self, X, y, rng, partial=False):
         engine = self._engine()
+        # the rows to which _elbo_per_sample charges the terms of no row
+        self._n_train_rows = X.shape[0]
         context = engine.iteration_context(X)
         total = 0.0
         for yc, st in zip(self._targets(y), self._states, strict=True):
             total += engine.step(X, yc, rng, st, context)
         return total / X.shape[0]
 
-    def _tol_scale(self):
-        # the ELBO sums the one-vs-rest problems; tol applies to each
-        return len(self._states)
-
-    def _not_converged_message(self):
-        message = self._engine().not_converged_message(self._states)
-        return message or super()._not_converged_message()
-
-    def _run_finished(self):
-        return self._engine().finished(self._states)
+    def _stopping_rule(self):
+        return self._engine().stopping_rule(self._states)
 
     def _elbo_per_sample(self, X, y):
         """ELBO of the rows (X, y) per row, the KL term charged as in training.
@@ -1018,7 +1049,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         """
         n = X.shape[0]
         total = self._objective_total(X, y)
-        n_train = getattr(self, "_n_train_rows", n)
+        n_train = self._n_train_rows
         if n == n_train:
             return total / n
         fixed = self._objective_total(X[:0], y[:0])
@@ -1080,7 +1111,10 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         self.gate_angle_mean_, self.gate_angle_var_ = ga[:, 0], ga[:, 1]
         self._expert_use(X, y, mean_e, mean_g)
         for name in ("log_posterior_trace_", "acceptance_rates_", "expert_samples_",
-                     "gate_samples_", "prior_hyperparameters_"):
+                     "gate_samples_", "prior_hyperparameters_",
+                     # the other algorithm's names of the loop's value
+                     *(("elbo_", "elbo_history_") if self.inference == "mcmc"
+                       else ("log_joint_", "log_joint_history_"))):
             if hasattr(self, name):
                 delattr(self, name)
         engine.set_attributes(self._states)
@@ -1192,6 +1226,40 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
             Fraction of samples predicted correctly.
         """
         return super().score(X, y, sample_weight=sample_weight)
+
+    @available_if(_has_elbo)
+    def elbo(self, X, y=None):
+        """Evidence lower bound of the rows (X, y), nats per sample.
+
+        The variational objective of ``fit`` (``inference="pr"``: the
+        posterior-regularized one) summed over the one-vs-rest problems, for
+        other rows: its KL term (which belongs to no row) charged per
+        training row as in ``elbo_``, so that on the training rows it equals
+        ``elbo_``. Not available with ``inference="mcmc"``, which has no
+        ELBO (an AttributeError).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Inputs.
+        y : array-like of shape (n_samples,)
+            Their labels, from ``classes_`` (required: the ELBO is that of
+            p(y | X)).
+
+        Returns
+        -------
+        elbo : float
+            Nats per sample (higher is better).
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If the estimator is not fitted.
+        ValueError
+            If X is not valid input for the fitted model, or y is None or
+            holds labels not seen in ``fit``.
+        """
+        return super().elbo(X, y)
 
     def transform(self, X):
         """Gate probabilities p(z = k | x), the soft assignment to experts.

@@ -14,7 +14,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import validate_data
 
-from .._base import FIT_LOOP_CONSTRAINTS, BaseVariational, single_threaded_blas
+from .._base import (
+    FIT_LOOP_CONSTRAINTS,
+    BaseVariational,
+    StoppingRule,
+    single_threaded_blas,
+)
 from .._validation import IntInterval
 from . import _kernels
 
@@ -34,7 +39,7 @@ _RELATION_SLACK = 100
 # prior 1/2 of a fit that collapsed, carries no information about any pair.
 _FEATURE_SPREAD = 0.5
 # share of |best ELBO| below the best beyond which a full-sweep iteration
-# restarts the patience of the tol rule (see _plateau_band)
+# restarts the patience of the tol rule (see _stopping_rule)
 _PLATEAU_FRACTION = 0.1
 # alpha="auto": the ridge is 1 while every weight has at least this many
 # training pairs per relation (pairs per relation / weights per relation),
@@ -1012,14 +1017,16 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         # the weight systems are small (D^2 + 1 unknowns): threaded BLAS only
         # adds overhead on busy cores (a 101 x 101 solve took 0.3 s, measured)
         with single_threaded_blas():
-            return self._iterate_once(X, y, rng)
+            return self._iterate_once(X, y, rng, partial)
 
-    def _iterate_once(self, X, y, rng):
+    def _iterate_once(self, X, y, rng, partial):
+        # the pairs to which _elbo_pairs charges the KL term of the features
+        self._n_train_rows = X.shape[0]
         if self._stochastic:
             store = self._get_store(X, y)
             # the pairs seen so far (partial_fit), not this chunk's
             self._n_train_rows = max(store.n_rows, 1)
-            if self._partial:
+            if partial:
                 centers = np.unique(X[:, :2])
                 rng.shuffle(centers)
             else:
@@ -1381,7 +1388,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             return float((total - kl) / n_rows)
         # the KL term charged per training row, whatever the number of pairs
         # scored: held-out pairs (early stopping) weigh it as training does
-        n_train = getattr(self, "_n_train_rows", pairs.x.size)
+        n_train = self._n_train_rows
         return float(total / pairs.x.size - kl / n_train)
 
     def _elbo_per_sample(self, X, y):
@@ -1406,7 +1413,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     def _divergence_hint(self):
         return "Check the input, or raise alpha."
 
-    def _plateau_band(self, best):
+    def _stopping_rule(self):
         # Full sweeps move every logit at once (a Jacobi step), which is not
         # an ascent step when features are strongly coupled: on Nations
         # (14 entities, 55 relations, D = 20) the ELBO fell from -0.19 to -149
@@ -1414,19 +1421,16 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         # run 10 iterations later at -8.5 (held-out AUC 0.55), while the same
         # run recovers to -0.045 (AUC 0.83) when let go on. At the end of
         # runs that converge the ELBO stays within 3% of its best (kinship,
-        # every relation, "mcvi" and "score"). Stochastic steps fluctuate
-        # more: there every non-improving iteration counts.
-        if self._stochastic:
-            return np.inf
-        return _PLATEAU_FRACTION * abs(best)
+        # every relation, "mcvi" and "score"): a fall further than
+        # _PLATEAU_FRACTION of it restarts the patience. Stochastic steps
+        # fluctuate more: there every non-improving iteration counts.
+        return StoppingRule(
+            self._stopping_tol(), self.n_iter_no_change,
+            plateau_fraction=None if self._stochastic else _PLATEAU_FRACTION)
 
-    def _get_state(self):
-        data = {k: self.__dict__.pop(k) for k in ("_cache", "_store") if k in
-                self.__dict__}
-        try:
-            return super()._get_state()
-        finally:
-            self.__dict__.update(data)
+    # caches of the training rows, rebuilt on demand: not part of the state
+    # kept for the best run or iteration
+    _transient_attributes = ("_cache", "_store")
 
     def _set_public(self):
         self.latent_features_ = expit(self._logits)
