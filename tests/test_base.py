@@ -412,3 +412,29 @@ def test_single_threaded_blas_limits_then_restores_and_scans_once(monkeypatch):
         assert after == before
     assert len(made) == 1
     _base._threadpool_controller.cache_clear()
+
+
+class ToyWithACache(ToyGaussianMean):
+    """The toy run with a cache of its training rows, declared transient."""
+
+    _transient_attributes = ("_cache",)
+
+    def _iterate(self, X, y, rng, partial=False):
+        if getattr(self, "_cache", None) is None or self._cache["rows"] is not X:
+            self._cache = {"rows": X}
+        return super()._iterate(X, y, rng)
+
+
+def test_transient_attributes_are_neither_copied_nor_restored(data):
+    # n_init and early stopping keep the state of the best run / iteration:
+    # every attribute but the parameters and the declared transient ones
+    model = ToyWithACache(n_init=3, early_stopping=True, random_state=0).fit(data)
+    state = model._get_state()
+    assert "_cache" not in state and "m_" in state and "n_iter_" in state
+    # the cache is the last run's, not a copy restored with the best state
+    cache = model._cache
+    model._set_state(state)
+    assert model._cache is cache
+    # the rest is a copy: later training does not change the kept state
+    model.m_ += 1.0
+    assert state["m_"] == model.m_ - 1.0
