@@ -237,6 +237,10 @@ def njit(func=None, **kwargs):
     compiles in each process instead.
     """
     cache = kwargs.pop("cache", NUMBA_CACHE)
+    # no C-callable wrapper (Numba makes one for every function, so that it
+    # can be passed as a first-class function value, which no kernel does):
+    # its lowering and code generation cost a tenth of a cold compilation
+    kwargs.setdefault("no_cfunc_wrapper", True)
 
     def decorate(function):
         dispatcher = numba.njit(**kwargs)(function)
