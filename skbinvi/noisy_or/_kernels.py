@@ -32,7 +32,10 @@ are inlined (``inline="always"``, compiled with the flags of the kernel
 that inlines them: those that divide with ``error_model="numpy"`` are
 inlined into kernels compiled with it); and no kernel uses NumPy's sorts
 or array-to-array slice assignments, which compile slowly in Numba (the
-latter with the formatting of its error message).
+latter with the formatting of its error message). Every kernel is compiled
+with ``nogil=True`` (with or without ``error_model="numpy"``): Numba
+compiles its own helpers (``np.empty``, ``min``, ...) once per set of
+flags of the calling kernel, so fewer sets mean fewer compilations.
 """
 
 import math
