@@ -16,6 +16,9 @@ import math
 import types
 
 import numpy as np
+from llvmlite import ir
+from numba import types as nbtypes
+from numba.extending import intrinsic
 
 from ._numba import njit
 
@@ -43,6 +46,32 @@ def softplus(x):
     if x > 0.0:
         return x + math.log1p(math.exp(-x))
     return math.log1p(math.exp(x))
+
+
+@intrinsic
+def _bits(typingctx, x):
+    """The bits of a float64 as an int64 (NumPy's ``.view(np.int64)`` of one
+    entry): an LLVM bitcast, which vectorizes, and compiles in no time where
+    an array ``.view`` costs a tenth of a second in every kernel."""
+    if x != nbtypes.float64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return nbtypes.int64(nbtypes.float64), codegen
+
+
+@intrinsic
+def _from_bits(typingctx, b):
+    """The float64 of the bits of an int64 (the inverse of :func:`_bits`)."""
+    if b != nbtypes.int64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+
+    return nbtypes.float64(nbtypes.int64), codegen
 
 
 # Constants of softplus_sigmoid: Cody-Waite split of ln 2, log2(e), the
@@ -92,11 +121,9 @@ def _exp_block(a, out, work):
         k1 = (0.5 * k + _ROUND) - _ROUND
         scale1[t] = k1 + _EXPONENT_BIAS
         scale2[t] = (k - k1) + _EXPONENT_BIAS
-    bits1 = scale1.view(np.int64)
-    bits2 = scale2.view(np.int64)
     for t in range(n):
-        bits1[t] = (bits1[t] - _TWO52_BITS) << 52
-        bits2[t] = (bits2[t] - _TWO52_BITS) << 52
+        scale1[t] = _from_bits((_bits(scale1[t]) - _TWO52_BITS) << 52)
+        scale2[t] = _from_bits((_bits(scale2[t]) - _TWO52_BITS) << 52)
     for t in range(n):
         out[t] = out[t] * scale1[t] * scale2[t]
 
@@ -211,11 +238,10 @@ def _frexp_block(y, jf):
         small = y[t] < _SMALLEST_NORMAL
         y[t] = y[t] * _TWO54 if small else y[t]
         jf[t] = -54.0 if small else 0.0
-    bits = y.view(np.int64)
     for t in range(n):
-        b = bits[t]
+        b = _bits(y[t])
         jf[t] += np.float64((b >> 52) - 1023)
-        bits[t] = (b & _MANTISSA_MASK) | _ONE_BITS
+        y[t] = _from_bits((b & _MANTISSA_MASK) | _ONE_BITS)
     for t in range(n):
         big = y[t] > _SQRT2
         y[t] = 0.5 * y[t] if big else y[t]

@@ -229,14 +229,21 @@ class _FunctionCache(FunctionCache):
 
 
 def njit(func=None, **kwargs):
-    """``numba.njit`` with the package defaults (cache on, fastmath off).
+    """``numba.njit`` with the package defaults (cache on, fastmath off, no
+    C-callable wrapper).
 
-    Used as ``@njit`` or ``@njit(parallel=True)``. With ``cache=True`` (the
+    Used as ``@njit`` or ``@njit(parallel=True)``. A kernel cannot be passed
+    as a first-class function value to another jitted function unless it is
+    decorated with ``no_cfunc_wrapper=False``. With ``cache=True`` (the
     default unless ``SKBINVI_NUMBA_CACHE=0``) the compiled code is cached in
     :func:`cache_dir`; where no cache folder can be written, the kernel
     compiles in each process instead.
     """
     cache = kwargs.pop("cache", NUMBA_CACHE)
+    # no C-callable wrapper (Numba makes one for every function, so that it
+    # can be passed as a first-class function value, which no kernel does):
+    # its lowering and code generation cost a tenth of a cold compilation
+    kwargs.setdefault("no_cfunc_wrapper", True)
 
     def decorate(function):
         dispatcher = numba.njit(**kwargs)(function)

@@ -27,7 +27,7 @@ def _adam_moments(g, m, v, beta1, beta2, step_size, epsilon):
     return mm, vv, step_size * mm / (math.sqrt(vv) + epsilon)
 
 
-@njit(error_model="numpy")
+@njit(error_model="numpy", nogil=True)
 def _adam_update(param, grad, m, v, step_size, beta1, beta2, epsilon):
     """One fused Adam ascent step on flat views, in place (one pass, no temporaries).
 
@@ -209,7 +209,7 @@ def _softplus_rows_range(j_lo, j_hi, raw, value, slope, colsum, track, rows,
                 sl[p] = fs[p]
 
 
-@njit(error_model="numpy")
+@njit(error_model="numpy", nogil=True)
 def _adam_update_softplus_entries(raw, value, slope, total, rows, grad_rows, grad,
                                   delayed, last, now, m, v, step_size, beta1, beta2,
                                   epsilon):

@@ -103,7 +103,7 @@ curvature ``q f''(u) / r`` finite)."""
 # --------------------------------------------------------------------------
 
 
-@njit
+@njit(nogil=True)
 def _f_shift(s, em1_t0):
     """f(t0 + s) - f(t0) >= 0, accurate for every s >= 0 (including s = inf).
 
@@ -122,7 +122,7 @@ def _f_shift(s, em1_t0):
     return math.log1p(-math.expm1(-s) / em1_t0)
 
 
-@njit
+@njit(nogil=True)
 def _perspective(r, t, em1_t0):
     """h(r) = r [f(t0 + t / r) - f(t0)], with its limit h(0) = 0.
 
@@ -145,7 +145,7 @@ def _perspective(r, t, em1_t0):
     return r * _f_shift(t / r, em1_t0)
 
 
-@njit
+@njit(nogil=True)
 def _phi(s, t0, em1_t0):
     """phi(s) = f(t0 + s) - f(t0) - s f'(t0 + s), increasing from 0 to -f(t0).
 
@@ -163,7 +163,7 @@ def _phi(s, t0, em1_t0):
     return _f_shift(s, em1_t0) - s * dlog1mexp(t0 + s)
 
 
-@njit
+@njit(nogil=True)
 def _psi(s, t0):
     """psi(s) = -f(t0 + s) + s f'(t0 + s) = -f(t0) - phi(s) > 0, decreasing to 0.
 
@@ -183,7 +183,7 @@ def _psi(s, t0):
     return -log1mexp(a) + s * dlog1mexp(a)
 
 
-@njit
+@njit(nogil=True)
 def _solve_phi(y, t0, em1_t0, s_start, max_iter=100):
     """The s > 0 with phi(s) = y, for 0 < y < -f(t0) (used when y <= psi).
 
@@ -250,7 +250,7 @@ def _solve_phi(y, t0, em1_t0, s_start, max_iter=100):
     return math.exp(u)
 
 
-@njit
+@njit(nogil=True)
 def _solve_psi(w, t0, s_start, max_iter=100):
     """The s > 0 with psi(s) = w, for 0 < w < -f(t0) (used when w < phi).
 
@@ -311,7 +311,7 @@ def _solve_psi(w, t0, s_start, max_iter=100):
     return s
 
 
-@njit
+@njit(nogil=True)
 def _entry_value(f0, em1_t0, th, q, r):
     """Positive-term bound of one active entry (nats).
 
@@ -337,7 +337,7 @@ def _entry_value(f0, em1_t0, th, q, r):
     return f0 * rsum + val
 
 
-@njit
+@njit(nogil=True)
 def _solve_r_entry(t0, th, q, r, work, max_iter, tol):
     """Optimal weights r of one active entry for fixed q (in place, guarded).
 
@@ -516,7 +516,7 @@ def _solve_r_entry(t0, th, q, r, work, max_iter, tol):
 # --------------------------------------------------------------------------
 
 
-@njit
+@njit(nogil=True)
 def _bound_scratch(logit_prior):
     """Scratch of :func:`_row_bound`, shape (5, K): row 0 is softplus(logit_prior)."""
     rows = np.empty((5, logit_prior.shape[0]))
@@ -524,7 +524,7 @@ def _bound_scratch(logit_prior):
     return rows
 
 
-@njit
+@njit(nogil=True)
 def _row_bound(n, indptr, indices, theta, leak, colsum, leak_sum, logit_q,
                logit_prior, r, q_row, active_sum, rows):
     """B_n, the Jensen bound on the ELBO of row n (nats).
@@ -555,7 +555,7 @@ def _row_bound(n, indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     return value
 
 
-@njit
+@njit(nogil=True)
 def jj_bound(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
              logit_prior, r, out):
     """Jaakkola-Jordan (Jensen) lower bound B_n on the ELBO of every row.
@@ -604,7 +604,7 @@ def jj_bound(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
                             logit_q, logit_prior, r, q_row, active_sum, rows)
 
 
-@njit
+@njit(nogil=True)
 def _row_update_q(n, indptr, indices, theta, leak, colsum, leak_sum, logit_q,
                   logit_prior, r, gain, active_sum):
     """Closed-form q update of row n given r; returns B_n at the new q.
@@ -650,7 +650,7 @@ def _row_update_q(n, indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     return value
 
 
-@njit
+@njit(nogil=True)
 def _row_update_r(n, indptr, indices, theta, leak, logit_q, r, q_row, work,
                   max_iter, tol):
     """Update the weights r of every active entry of row n (in place).
@@ -675,7 +675,7 @@ def _row_update_r(n, indptr, indices, theta, leak, logit_q, r, q_row, work,
                        max_iter, tol)
 
 
-@njit
+@njit(nogil=True)
 def jj_update_r(indptr, indices, theta, leak, logit_q, r, max_iter=200,
                 tol=1e-12):
     """Optimal Jensen weights r for fixed q, entry by entry (in place).
@@ -803,7 +803,7 @@ def _e_step_rows(start, stop, indptr, indices, theta, leak, colsum, leak_sum,
 # --------------------------------------------------------------------------
 
 
-@njit
+@njit(nogil=True)
 def _by_feature(indptr, indices, n_features):
     """CSC view of the CSR entries (counting sort, O(nnz + D)).
 
@@ -841,7 +841,7 @@ def _by_feature(indptr, indices, n_features):
     return fptr, entries, rows
 
 
-@njit
+@njit(nogil=True)
 def _feature_objective(t0, t, p0, p1, entries, rows, q, r, n_inactive, c_inact):
     """Terms of sum_n B_n that depend on feature i's parameters (nats).
 
@@ -890,7 +890,7 @@ def _feature_objective(t0, t, p0, p1, entries, rows, q, r, n_inactive, c_inact):
     return val
 
 
-@njit
+@njit(nogil=True)
 def _feature_stats(q, fptr, rows, c_inact):
     """``c_inact[i, k] = sum_{n: x_ni = 0} q_nk`` for every feature, O(nnz K + D K).
 
@@ -918,7 +918,7 @@ def _feature_stats(q, fptr, rows, c_inact):
             c_inact[i, k] = max(c_inact[i, k], 0.0)
 
 
-@njit
+@njit(nogil=True)
 def _line_search(t0, t, d0, d, g0, g, cur, p0, p1, entries, rows, q, r,
                  n_inactive, c_inact, t_try, leak_min):
     """Backtracking along the projected path ``clip(x + alpha d, lb, ub)``
@@ -969,7 +969,7 @@ def _line_search(t0, t, d0, d, g0, g, cur, p0, p1, entries, rows, q, r,
     return math.nan, cur
 
 
-@njit
+@njit(nogil=True)
 def jj_m_step(indptr, indices, logit_q, r, theta, leak, logit_prior,
               n_newton=10, tol=1e-12, leak_min=LEAK_FLOOR, prior_smoothing=0.0):
     """M-step: maximize sum_n B_n over theta in [0, THETA_MAX], leak >= leak_min, mu.
