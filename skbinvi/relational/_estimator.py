@@ -928,6 +928,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         if self._stochastic:
             pairs = self._get_store(X, y)
             self._visits = np.zeros(N, dtype=np.int64)
+            self._cv_coef = None  # no control variate before a first step
         else:
             pairs = self._pairs(X, y)
         if self.unlisted_pairs == "nonlinks":
@@ -1116,7 +1117,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         active = np.flatnonzero((store.out_deg + store.in_deg) > 0)
         return rng.permutation(active)
 
-    def _local_pairs(self, store, centers, rng):
+    def _local_pairs(self, store, centers, rng, sampled=False):
         """The pairs of a stochastic step, in local entity ids.
 
         Every listed pair of a center, once per end that is a center (weight
@@ -1125,7 +1126,10 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         weight (the center's number of such non-links) / (number sampled).
         Returns ``lsnd, lrcv, rel, x, w_snd, w_rcv`` (P,), the entities
         ``ents`` behind the local ids and the local ids ``lcen`` of the
-        centers.
+        centers; with ``sampled`` also, per role (sender, receiver), the
+        sampled non-links ``(n_nonlinks (B,), local partners, relations)``
+        for :func:`_kernels.nonlink_control_variate` (None without
+        "nonlinks").
         """
         N, R = store.n_entities, store.n_relations
         io = _kernels.gather_ranges(store.out_ptr, store.out_order, centers)
@@ -1167,7 +1171,19 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         ents, inv = np.unique(np.concatenate([snd, rcv, centers]), return_inverse=True)
         inv = inv.astype(np.int64).ravel()
         lsnd, lrcv, lcen = inv[:P], inv[P : 2 * P], inv[2 * P :]
-        return lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen
+        if not sampled:
+            return lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen
+        blocks = None
+        if store.nonlinks:
+            k = io.size + ii.size
+            n = centers.size * _N_NONLINK_SAMPLES
+            blocks = (
+                ((N - 1) * R - store.out_deg[centers], lrcv[k : k + n],
+                 rel[k : k + n]),
+                ((N - 1) * R - store.in_deg[centers], lsnd[k + n : k + 2 * n],
+                 rel[k + n : k + 2 * n]),
+            )
+        return lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen, blocks
 
     def _stochastic_step(self, store, centers, rng):
         """One stochastic step for the entities ``centers`` (sorted, distinct).
@@ -1182,12 +1198,44 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         (:meth:`_weight_system`, :meth:`_newton_weights`).
         """
         D = self.n_components
-        lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen = self._local_pairs(
-            store, centers, rng
+        lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen, blocks = self._local_pairs(
+            store, centers, rng, sampled=True
         )
         n_loc = ents.size
         q = expit(self._logits[ents])
         uniforms = rng.random_sample((self.n_mc_samples, n_loc, D))
+        out = self._center_deltas(
+            store, centers, (lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen, blocks),
+            q, uniforms,
+        )
+        if blocks is not None:
+            self._fit_control_variate(lsnd, lrcv, rel, x, q)
+        step = _step_size(self._visits[centers])
+        new = (1.0 - step[:, None]) * self._logits[centers] + step[:, None] * out[
+            lcen
+        ]
+        self._logits[centers] = np.clip(new, -_MAX_LOGIT, _MAX_LOGIT)
+        self._visits[centers] += 1
+        q[lcen] = expit(self._logits[centers])
+        # a damped Newton step of the weights on this step's pairs
+        system = self._weight_system(
+            store, centers, (lsnd, lrcv, rel, x, w_snd), q, uniforms
+        )
+        self._newton_weights(system, _step_size(self._step))
+        self._step += 1
+
+    def _center_deltas(self, store, centers, local, q, uniforms):
+        """Monte Carlo estimates of the centers' coordinate optima E[Delta_id].
+
+        :func:`_kernels.mcvi_mean_deltas` over the step's pairs (``local``,
+        from :meth:`_local_pairs` with ``sampled=True``; ``q`` and
+        ``uniforms`` of its local entities), plus, with "nonlinks" and a
+        fitted control variate (``_cv_coef``), the zero-mean correction of
+        :func:`_kernels.nonlink_control_variate` for each role. Returns
+        (n_loc, D); rows of the centers are the estimates.
+        """
+        lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen, blocks = local
+        n_loc, D = q.shape
         out = np.empty((n_loc, D))
         _kernels.mcvi_mean_deltas(
             lsnd,
@@ -1206,19 +1254,58 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             w_rcv,
             out,
         )
-        step = _step_size(self._visits[centers])
-        new = (1.0 - step[:, None]) * self._logits[centers] + step[:, None] * out[
-            lcen
-        ]
-        self._logits[centers] = np.clip(new, -_MAX_LOGIT, _MAX_LOGIT)
-        self._visits[centers] += 1
-        q[lcen] = expit(self._logits[centers])
-        # a damped Newton step of the weights on this step's pairs
-        system = self._weight_system(
-            store, centers, (lsnd, lrcv, rel, x, w_snd), q, uniforms
+        coef = getattr(self, "_cv_coef", None)
+        if blocks is None or coef is None:
+            return out
+        q_all = expit(self._logits)
+        q_sum = q_all.sum(axis=0)
+        m_sum = q_all.T @ q_all
+        m_sum[np.diag_indices(D)] += (q_all * (1.0 - q_all)).sum(axis=0)
+        W = np.ascontiguousarray(self._W)
+        links = (
+            (store.out_ptr, store.out_order, store.rcv, W),
+            (store.in_ptr, store.in_order, store.snd,
+             np.ascontiguousarray(W.transpose(0, 2, 1))),
         )
-        self._newton_weights(system, _step_size(self._step))
-        self._step += 1
+        for (n_non, partners, prel), (ptr, order, other, V) in zip(
+            blocks, links, strict=True
+        ):
+            _kernels.nonlink_control_variate(
+                centers, lcen, n_non.astype(np.float64), partners, prel, q_all,
+                q_sum, m_sum, ptr, order, other, store.rel, q, uniforms, self._b,
+                V, coef[:, 0].copy(), coef[:, 1].copy(), out,
+            )
+        return out
+
+    def _fit_control_variate(self, lsnd, lrcv, rel, x, q):
+        """Coefficients (R, 2) of the quadratic ``h(eta) = h1 eta + h2 eta^2``
+        of the non-link control variate, for the next step.
+
+        Least squares of the non-link log-likelihood ``log Phi(-eta)`` on
+        (1, eta, eta^2) at eta = m, m +- s of this step's non-links (m, s
+        the mean and standard deviation of their eta under q), per
+        relation. Fitted on this step and used in the next, the
+        coefficients do not depend on the next step's samples, which keeps
+        that step's estimates unbiased.
+        """
+        R = self._b.size
+        non = x < 0.5
+        ls, lr, rl = lsnd[non], lrcv[non], rel[non]
+        mean, var = np.empty(ls.size), np.empty(ls.size)
+        _kernels.pair_mean_and_variance(
+            ls, lr, rl, q, self._b, self._W, self._diag, mean, var
+        )
+        sd = np.sqrt(var)
+        coef = np.zeros((R, 2))
+        for r in range(R):
+            sel = rl == r
+            if sel.sum() < 3:
+                continue
+            eta = np.concatenate([mean[sel] - sd[sel], mean[sel], mean[sel] + sd[sel]])
+            basis = np.column_stack([np.ones_like(eta), eta, eta**2])
+            sol = np.linalg.lstsq(basis, log_ndtr(-eta), rcond=None)[0]
+            coef[r] = sol[1:]
+        self._cv_coef = coef
 
     def _weight_system(self, store, centers, local, q, uniforms):
         """The weight objective of a stochastic step: gradient and curvature.
