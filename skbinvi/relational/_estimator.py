@@ -71,7 +71,7 @@ _N_ELBO_SAMPLES = 32
 # unlisted_pairs="nonlinks": non-links sampled per entity and role (sender,
 # receiver) in a stochastic step, each weighted by (the entity's non-links) /
 # _N_NONLINK_SAMPLES.
-_N_NONLINK_SAMPLES = 100
+_N_NONLINK_SAMPLES = 50
 
 
 class _Pairs:
