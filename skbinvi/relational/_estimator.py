@@ -57,6 +57,14 @@ _AUTO_PAIRS_PER_WEIGHT = 10.0
 # sum r_t = inf and sum r_t^2 < inf.
 _LEARNING_OFFSET = 1.0
 _LEARNING_DECAY = 0.55
+# Offset of the stochastic steps (an entity's logits at its t-th visit, the
+# weights at step t): the first visit moves the logits a share
+# _STOCHASTIC_OFFSET ** -_LEARNING_DECAY of the way to their Monte Carlo
+# target, not all of it. A full first step replaces a good start (every
+# feature found) by one noisy estimate made with the start's weights, which
+# the fuzzy start's q make too weak: the features then blur and recover
+# over many epochs.
+_STOCHASTIC_OFFSET = 20.0
 # Decay of the step size of the full sweeps ("mcvi" and "score" with
 # batch_size=None), r_t = (t + _LEARNING_OFFSET) ** -_SWEEP_LEARNING_DECAY.
 # A sweep averages every step over all pairs and S joint samples with each
@@ -72,6 +80,9 @@ _N_ELBO_SAMPLES = 32
 # receiver) in a stochastic step, each weighted by (the entity's non-links) /
 # _N_NONLINK_SAMPLES.
 _N_NONLINK_SAMPLES = 50
+# ... and the most of a step's sampled non-links on which the quadratic of
+# their control variate is fitted (for the next step)
+_CV_FIT_PAIRS = 10_000
 
 
 class _Pairs:
@@ -955,8 +966,12 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         init = self.init
         if init == "auto":
             init = "random" if self._diag else "spectral"
+            if self.unlisted_pairs == "nonlinks" and not self._diag:
+                init = "nmf"
         if init in ("spectral", "nmf"):
             start = _spectral_start if init == "spectral" else _nmf_start
+            if init == "nmf" and self.unlisted_pairs == "nonlinks":
+                start = _two_hop_nmf_start
             q = start(pairs, N, R, D, rng)
             self._b = ndtri(rate)
             self._W = np.zeros((R, D, D))
@@ -1210,7 +1225,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         )
         if blocks is not None:
             self._fit_control_variate(lsnd, lrcv, rel, x, q)
-        step = _step_size(self._visits[centers])
+        step = _step_size(self._visits[centers], offset=_STOCHASTIC_OFFSET)
         new = (1.0 - step[:, None]) * self._logits[centers] + step[:, None] * out[
             lcen
         ]
@@ -1221,7 +1236,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         system = self._weight_system(
             store, centers, (lsnd, lrcv, rel, x, w_snd), q, uniforms
         )
-        self._newton_weights(system, _step_size(self._step))
+        self._newton_weights(system, _step_size(self._step, offset=_STOCHASTIC_OFFSET))
         self._step += 1
 
     def _center_deltas(self, store, centers, local, q, uniforms):
@@ -1282,14 +1297,18 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         of the non-link control variate, for the next step.
 
         Least squares of the non-link log-likelihood ``log Phi(-eta)`` on
-        (1, eta, eta^2) at eta = m, m +- s of this step's non-links (m, s
+        (1, eta, eta^2) at eta = m, m +- s of this step's non-links (up to
+        ``_CV_FIT_PAIRS`` of them; m, s
         the mean and standard deviation of their eta under q), per
         relation. Fitted on this step and used in the next, the
         coefficients do not depend on the next step's samples, which keeps
         that step's estimates unbiased.
         """
         R = self._b.size
-        non = x < 0.5
+        # the non-links (of uniformly drawn partners): at most
+        # _CV_FIT_PAIRS of them, spread over the step's centers
+        non = np.flatnonzero(x < 0.5)
+        non = non[:: max(1, non.size // _CV_FIT_PAIRS)]
         ls, lr, rl = lsnd[non], lrcv[non], rel[non]
         mean, var = np.empty(ls.size), np.empty(ls.size)
         _kernels.pair_mean_and_variance(
@@ -1825,10 +1844,70 @@ def _nmf_start(pairs, N, R, D, rng):
     return q
 
 
-def _step_size(t, decay=None):
-    """Step size (t + _LEARNING_OFFSET) ** -decay, by default the Robbins-Monro
-    decay ``_LEARNING_DECAY`` of the stochastic steps."""
-    return (t + _LEARNING_OFFSET) ** (-(_LEARNING_DECAY if decay is None else decay))
+def _two_hop_nmf_start(pairs, N, R, D, rng):
+    r"""Overlapping start of a sparse complete network: NMF with two-hop paths.
+
+    With few links per entity its links alone say little about its
+    features, but its two-hop neighbours (the neighbours of its neighbours)
+    are many and mostly share its features. So the factorized matrix is
+    :math:`M = S + c (S^2 - \mathrm{diag}(S^2))`, S the symmetric 0/1
+    adjacency of the links in any direction and relation, c =
+    ``_TWO_HOP_WEIGHT``: non-negative factors :math:`M \approx U V^\top`
+    (D components) by up to ``_TWO_HOP_ITERATIONS`` rounds of
+    hierarchical alternating least squares, started from scikit-learn's
+    NMF of S (NNDSVDa). M is never formed: its products with (N, D)
+    matrices are two sparse products with S, so memory stays O(links + N
+    D) (S^2 itself has about N times the squared degree entries). q then
+    follows the loadings U as in :func:`_nmf_start`.
+    """
+    from sklearn.decomposition import NMF
+
+    links = pairs.x > 0.5
+    s, t = pairs.snd[links], pairs.rcv[links]
+    if s.size == 0 or N <= D:
+        return rng.uniform(0.05, 0.95, size=(N, D))
+    S = sp.csr_matrix(
+        (np.ones(2 * s.size), (np.concatenate([s, t]), np.concatenate([t, s]))),
+        shape=(N, N),
+    )
+    S.sum_duplicates()
+    S.data[:] = 1.0
+    degree = np.asarray(S.sum(axis=1))
+    c = _TWO_HOP_WEIGHT
+
+    def product(A):  # M @ A
+        SA = S @ A
+        return SA + c * (S @ SA - degree * A)
+
+    seed = rng.randint(np.iinfo(np.int32).max)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        nmf = NMF(D, init="nndsvda", max_iter=10, random_state=seed)
+        U = nmf.fit_transform(S)
+    V = np.ascontiguousarray(nmf.components_.T)
+
+    def hals(A, MB, G):  # one round of column updates of A in M ~ A B^T
+        for k in range(D):
+            A[:, k] = np.maximum(
+                A[:, k] + (MB[:, k] - A @ G[:, k]) / max(G[k, k], 1e-12), 0.0
+            )
+
+    for _ in range(_TWO_HOP_ITERATIONS):
+        before = U.copy()
+        hals(U, product(V), V.T @ V)
+        hals(V, product(U), U.T @ U)
+        change = np.linalg.norm(U - before) / max(np.linalg.norm(U), 1e-300)
+        if change < _TWO_HOP_TOL:
+            break
+    scale = U.mean(axis=0, keepdims=True)
+    return 0.05 + 0.9 * U / (U + np.where(scale > 0, scale, 1.0))
+
+
+def _step_size(t, decay=None, offset=None):
+    """Step size (t + offset) ** -decay, by default the Robbins-Monro decay
+    ``_LEARNING_DECAY`` and the offset ``_LEARNING_OFFSET``."""
+    offset = _LEARNING_OFFSET if offset is None else offset
+    return (t + offset) ** (-(_LEARNING_DECAY if decay is None else decay))
 
 
 def _probit_curvature(x, eta):
@@ -1843,6 +1922,12 @@ def _probit_curvature(x, eta):
 
 
 _MONITOR_SIZE = 20_000
+# the start of "nonlinks" fits (_two_hop_nmf_start): weight of the two-hop
+# paths, most rounds of alternating least squares and the relative change
+# of the loadings below which they stop
+_TWO_HOP_WEIGHT = 0.1
+_TWO_HOP_ITERATIONS = 100
+_TWO_HOP_TOL = 1e-3
 
 
 def _monitor_sample(store, rng):

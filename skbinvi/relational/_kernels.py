@@ -1298,7 +1298,6 @@ def nonlink_control_variate(centers, lcen, n_nonlinks, partners, partner_rel,
     A = np.empty(D)
     c = np.empty(D)
     zi = np.empty(D)
-    zj = np.empty(D)
     corr = np.empty(D)
     for k in range(B):
         if n_nonlinks[k] <= 0:
@@ -1346,23 +1345,24 @@ def nonlink_control_variate(centers, lcen, n_nonlinks, partners, partner_rel,
                     corr[d] += h1[r] * VQ[r, d] + h2[r] * (
                         2.0 * b[r] * VQ[r, d] + 2.0 * (vma - zi[d] * VMV[r, d])
                         + VMV[r, d])
-            # minus the weighted sampled sums
+            # minus the weighted sampled sums: with c = V_r z_j and eta
+            # (z_id as sampled), h(eta^{id=1}) - h(eta^{id=0}) = c_d (h1 +
+            # h2 (2 eta + (1 - 2 z_id) c_d))
             for t in range(k * m, (k + 1) * m):
                 lj, r = partners[t], partner_rel[t]
                 if h1[r] == 0.0 and h2[r] == 0.0:
                     continue
-                eta = b[r]
+                c[:] = 0.0
                 for e in range(D):
-                    zj[e] = 1.0 if uniforms[s, lj, e] < lq[lj, e] else 0.0
+                    if uniforms[s, lj, e] < lq[lj, e]:
+                        for d in range(D):
+                            c[d] += W[r, d, e]
+                eta = b[r]
                 for d in range(D):
-                    acc = 0.0
-                    for e in range(D):
-                        acc += W[r, d, e] * zj[e]
-                    c[d] = acc
                     if zi[d] > 0.0:
-                        eta += acc
+                        eta += c[d]
                 for d in range(D):
-                    e0 = eta - zi[d] * c[d]
-                    corr[d] -= weight * c[d] * (h1[r] + h2[r] * (2.0 * e0 + c[d]))
+                    corr[d] -= weight * c[d] * (
+                        h1[r] + h2[r] * (2.0 * eta + (1.0 - 2.0 * zi[d]) * c[d]))
             for d in range(D):
                 out[li, d] += corr[d] / S
