@@ -50,11 +50,12 @@ _AUTO_PAIRS_PER_WEIGHT = 10.0
 # at every fit, partial_fit and scoring call: tests patch them with
 # monkeypatch.setattr.
 #
-# Robbins-Monro step size of "mcvi" and "score", r_t = (t + _LEARNING_OFFSET)
-# ** -_LEARNING_DECAY at iteration t (and, in stochastic training, at an
-# entity's t-th visit for its logits and at step t for the weights). An
-# offset of 1 makes the first step a full one; a decay in (0.5, 1] gives
-# sum r_t = inf and sum r_t^2 < inf.
+# Step sizes of "mcvi" and "score", r_t = (t + offset) ** -decay: for full
+# sweeps at iteration t with offset _LEARNING_OFFSET (1: the first step is a
+# full one) and decay _SWEEP_LEARNING_DECAY; for stochastic steps (an
+# entity's t-th visit for its logits, step t for the weights) with offset
+# _STOCHASTIC_OFFSET and the Robbins-Monro decay _LEARNING_DECAY: a decay in
+# (0.5, 1] gives sum r_t = inf and sum r_t^2 < inf.
 _LEARNING_OFFSET = 1.0
 _LEARNING_DECAY = 0.55
 # Offset of the stochastic steps (an entity's logits at its t-th visit, the
@@ -192,7 +193,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
 
     - ``"mcvi"``: Monte Carlo natural-gradient steps on the logits of q with
       each binary variable summed out exactly ([1]_, [3]_), step size
-      :math:`r_t = (t + 1)^{-0.3}` at iteration t (:math:`(t + 1)^{-0.55}`
+      :math:`r_t = (t + 1)^{-0.3}` at iteration t (:math:`(t + 20)^{-0.55}`
       for stochastic steps; User Guide); the weights take a damped EM
       (minorize-maximize) step of the true ELBO.
     - ``"cavi"``: coordinate ascent on the data-augmented bound ([1]_ Eqs.
@@ -233,7 +234,10 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         monotone in the loadings of a non-negative matrix factorization of
         the same links (overlapping features). "random": q uniform in
         [0.05, 0.95], W_r the identity and b_r matched to the link rate.
-        "auto": "spectral" for ``weights="full"``, "random" for "diagonal".
+        With ``unlisted_pairs="nonlinks"``, "nmf" factorizes the links plus
+        a tenth of the two-hop paths (User Guide). "auto": "spectral" for
+        ``weights="full"``, "nmf" for "full" with "nonlinks", "random" for
+        "diagonal".
         Entities without pairs start, and stay, at the prior.
     feature_prior : float in (0, 1), default=0.5
         Prior probability rho of each feature, :math:`p(z_{id} = 1)`.
