@@ -1877,11 +1877,9 @@ def _two_hop_nmf_start(pairs, N, R, D, rng):
     S.sum_duplicates()
     S.data[:] = 1.0
     degree = np.asarray(S.sum(axis=1))
-    c = _TWO_HOP_WEIGHT
 
-    def product(A):  # M @ A
-        SA = S @ A
-        return SA + c * (S @ SA - degree * A)
+    def product(A):
+        return _two_hop_product(S, degree, A)
 
     seed = rng.randint(np.iinfo(np.int32).max)
     with warnings.catch_warnings():
@@ -1905,6 +1903,14 @@ def _two_hop_nmf_start(pairs, N, R, D, rng):
             break
     scale = U.mean(axis=0, keepdims=True)
     return 0.05 + 0.9 * U / (U + np.where(scale > 0, scale, 1.0))
+
+
+def _two_hop_product(S, degree, A):
+    """``M @ A`` for M = S + c (S^2 - diag(S^2)), c = ``_TWO_HOP_WEIGHT``,
+    without forming S^2: two sparse products with S (symmetric 0/1, so the
+    diagonal of S^2 is the degree (N, 1))."""
+    SA = S @ A
+    return SA + _TWO_HOP_WEIGHT * (S @ SA - degree * A)
 
 
 def _step_size(t, decay=None, offset=None):
