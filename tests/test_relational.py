@@ -727,7 +727,8 @@ def test_research_settings_are_not_parameters():
     assert (_estimator._LEARNING_OFFSET, _estimator._LEARNING_DECAY) == (1.0, 0.55)
     assert _estimator._SWEEP_LEARNING_DECAY == 0.3
     assert _estimator._N_ELBO_SAMPLES == 32
-    assert _estimator._N_NONLINK_SAMPLES == 100
+    assert _estimator._N_NONLINK_SAMPLES == 50
+    assert _estimator._STOCHASTIC_OFFSET == 20.0
 
 
 def test_the_step_size_schedule_is_read_at_fit(synthetic, monkeypatch):

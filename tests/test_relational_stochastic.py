@@ -74,11 +74,16 @@ def test_sample_nonlinks_are_uniform_non_links():
         assert np.all(np.abs(counts[allowed] - expected) < 5 * np.sqrt(expected))
 
 
-def test_stochastic_deltas_are_unbiased_for_the_full_sweep(monkeypatch):
+@pytest.mark.parametrize("control_variate", [False, True])
+def test_stochastic_deltas_are_unbiased_for_the_full_sweep(monkeypatch,
+                                                           control_variate):
     """Averaged over the non-link samples, a center's estimate of E[Delta_id]
-    from its links and weighted sampled non-links equals the full sweep's
-    over every pair of the complete network."""
+    from its links and weighted sampled non-links (with or without the
+    control variate of the non-links) equals the full sweep's over every
+    pair of the complete network."""
     model, store, X, x = _small_network(monkeypatch)
+    model._cv_coef = (np.array([[0.3, -0.2], [-0.5, 0.1]]) if control_variate
+                      else None)
     N, D = model._logits.shape
     q = expit(model._logits)
     u = np.random.RandomState(1).random_sample((1, N, D))
@@ -94,16 +99,9 @@ def test_stochastic_deltas_are_unbiased_for_the_full_sweep(monkeypatch):
     centers = np.array([1, 4, 6])
     draws = []
     for _ in range(600):
-        lsnd, lrcv, rel, xl, ws, wr, ents, lcen = model._local_pairs(store, centers,
-                                                                     rng)
-        out = np.empty((ents.size, D))
-        _kernels.mcvi_mean_deltas(
-            lsnd, lrcv, rel,
-            *_kernels.pair_keys(lsnd, rel, ents.size),
-            *_kernels.pair_keys(lrcv, rel, ents.size),
-            xl, q[ents], 0.0, model._b, model._W, False, u[:, ents],
-            ws, wr, out,
-        )
+        local = model._local_pairs(store, centers, rng, sampled=True)
+        ents, lcen = local[6], local[7]
+        out = model._center_deltas(store, centers, local, q[ents], u[:, ents])
         draws.append(out[lcen])
     draws = np.array(draws)
     mean, se = draws.mean(axis=0), draws.std(axis=0) / np.sqrt(len(draws))
@@ -591,3 +589,142 @@ def test_newton_weights_maximize_the_weight_objective(diag, monkeypatch):
                 E[r, d, e] = h
                 fd = (objective(b0, W0 + E) - objective(b0, W0 - E)) / (2 * h)
                 assert abs(fd) < 1e-3, (r, d, e, fd)
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+def test_nonlink_control_variate_matches_enumeration(transpose):
+    """The control variate of the sampled non-links: for every center and
+    sample, the exact sum over all its non-links (each z_j enumerated over
+    its 2^D patterns) of h(eta^{id=1}) - h(eta^{id=0}), minus the weighted
+    sum over the sampled ones, averaged over the samples."""
+    import itertools
+
+    N, R, D, S, m = 7, 2, 3, 3, 4
+    rng = np.random.RandomState(4)
+    X, x = _complete(N, R, np.zeros((0, 3), dtype=np.int64))
+    links = X[rng.random_sample(x.size) < 0.3]
+    store = _PairStore.build(links, np.ones(len(links)), N, R, True)
+    q_all = rng.uniform(0.1, 0.9, size=(N, D))
+    b, W = rng.normal(size=R), rng.normal(size=(R, D, D))
+    h1, h2 = rng.normal(size=R), rng.normal(size=R)
+    centers = np.array([1, 3, 6])
+    # local entities: all of them, shuffled
+    ents = rng.permutation(N)
+    local = np.argsort(ents)  # global -> local
+    lcen = local[centers]
+    partners = rng.randint(N, size=centers.size * m)
+    prel = rng.randint(R, size=partners.size)
+    n_non = rng.uniform(1.0, 5.0, size=centers.size)
+    u = rng.random_sample((S, N, D))
+    lq = q_all[ents]
+    V = W.transpose(0, 2, 1).copy() if transpose else W
+    ptr, order, other = ((store.in_ptr, store.in_order, store.snd) if transpose
+                         else (store.out_ptr, store.out_order, store.rcv))
+    m_sum = q_all.T @ q_all + np.diag((q_all * (1 - q_all)).sum(axis=0))
+    out = np.zeros((N, D))
+    _kernels.nonlink_control_variate(
+        centers, lcen, n_non, local[partners], prel, q_all, q_all.sum(axis=0),
+        m_sum, ptr, order, other, store.rel, lq, u, b, V, h1, h2, out,
+    )
+    linked = {tuple(t) for t in links}
+    patterns = np.array(list(itertools.product([0.0, 1.0], repeat=D)))
+
+    def h_diff(zi, zj, r, d):
+        z1, z0 = zi.copy(), zi.copy()
+        z1[d], z0[d] = 1.0, 0.0
+        e1, e0 = b[r] + z1 @ V[r] @ zj, b[r] + z0 @ V[r] @ zj
+        return h1[r] * (e1 - e0) + h2[r] * (e1**2 - e0**2)
+
+    expected = np.zeros((N, D))
+    for k, i in enumerate(centers):
+        for s in range(S):
+            zi = (u[s, lcen[k]] < lq[lcen[k]]).astype(float)
+            for d in range(D):
+                exact = 0.0
+                for j in range(N):
+                    for r in range(R):
+                        pair = (j, i, r) if transpose else (i, j, r)
+                        if j == i or pair in linked:
+                            continue
+                        prob = np.prod(np.where(patterns, q_all[j], 1 - q_all[j]),
+                                       axis=1)
+                        exact += sum(p * h_diff(zi, zj, r, d)
+                                     for p, zj in zip(prob, patterns, strict=True))
+                sampled = 0.0
+                for t in range(k * m, (k + 1) * m):
+                    lj = local[partners[t]]
+                    zj = (u[s, lj] < lq[lj]).astype(float)
+                    sampled += h_diff(zi, zj, prel[t], d)
+                expected[lcen[k], d] += (exact - n_non[k] / m * sampled) / S
+    assert_allclose(out, expected, rtol=1e-10, atol=1e-10)
+
+
+def test_nonlink_control_variate_has_mean_zero(monkeypatch):
+    """With random q, the correction of the control variate averages to zero
+    over the samples of z and the sampled non-links (so it adds no bias),
+    while a single draw is far from zero."""
+    model, store, X, x = _small_network(monkeypatch, seed=2)
+    N, D = model._logits.shape
+    model._logits = np.random.RandomState(5).normal(0.0, 1.0, size=(N, D))
+    q = expit(model._logits)
+    model._cv_coef = np.array([[0.3, -0.2], [-0.5, 0.1]])
+    rng = np.random.RandomState(6)
+    centers = np.array([0, 2, 5])
+    draws = []
+    for _ in range(2000):
+        local = model._local_pairs(store, centers, rng, sampled=True)
+        ents, lcen = local[6], local[7]
+        u = rng.random_sample((1, ents.size, D))
+        with_cv = model._center_deltas(store, centers, local, q[ents], u)
+        model._cv_coef, saved = None, model._cv_coef
+        without = model._center_deltas(store, centers, local, q[ents], u)
+        model._cv_coef = saved
+        draws.append((with_cv - without)[lcen])
+    draws = np.array(draws)
+    mean, se = draws.mean(axis=0), draws.std(axis=0) / np.sqrt(len(draws))
+    assert np.all(np.abs(mean) <= 4 * se)
+    assert np.abs(draws).max() > 0.1
+
+
+def test_two_hop_product_equals_the_explicit_matrix():
+    """The start's implicit product equals (S + c (S^2 - diag S^2)) @ A."""
+    import scipy.sparse as sp
+
+    rng = np.random.RandomState(7)
+    N = 30
+    s, t = rng.randint(N, size=80), rng.randint(N, size=80)
+    s, t = s[s != t], t[s != t]
+    S = sp.csr_matrix((np.ones(2 * s.size), (np.r_[s, t], np.r_[t, s])),
+                      shape=(N, N))
+    S.sum_duplicates()
+    S.data[:] = 1.0
+    dense = S.toarray()
+    two = dense @ dense
+    np.fill_diagonal(two, 0.0)
+    M = dense + _estimator._TWO_HOP_WEIGHT * two
+    A = rng.random_sample((N, 4))
+    got = _estimator._two_hop_product(S, np.asarray(S.sum(axis=1)), A)
+    assert_allclose(got, M @ A, rtol=1e-12)
+
+
+def test_the_nonlinks_start_finds_every_planted_feature():
+    """On a sparse network with a few links per entity (about 7), the start
+    of a "nonlinks" fit (two-hop NMF) orders the entities by every planted
+    feature (Hungarian-matched AUC per feature), where the NMF of the links
+    alone misses some."""
+    N, D = 3000, 4
+    X, truth = make_sparse_relational(N, D, density=0.15, intercept=-3.2,
+                                      random_state=0)
+    pairs = _PairStore.build(np.column_stack([X, np.zeros(len(X), int)]),
+                             np.ones(len(X)), N, 1, True)
+    Z = truth.latent_features
+
+    def matched(start):
+        q = start(pairs, N, 1, D, np.random.RandomState(0))
+        auc = np.array([[roc_auc_score(Z[:, d], q[:, e]) for e in range(D)]
+                        for d in range(D)])
+        rows, cols = linear_sum_assignment(-auc)
+        return auc[rows, cols]
+
+    assert matched(_estimator._two_hop_nmf_start).min() > 0.98
+    assert matched(_estimator._nmf_start).min() < 0.95

@@ -50,13 +50,22 @@ _AUTO_PAIRS_PER_WEIGHT = 10.0
 # at every fit, partial_fit and scoring call: tests patch them with
 # monkeypatch.setattr.
 #
-# Robbins-Monro step size of "mcvi" and "score", r_t = (t + _LEARNING_OFFSET)
-# ** -_LEARNING_DECAY at iteration t (and, in stochastic training, at an
-# entity's t-th visit for its logits and at step t for the weights). An
-# offset of 1 makes the first step a full one; a decay in (0.5, 1] gives
-# sum r_t = inf and sum r_t^2 < inf.
+# Step sizes of "mcvi" and "score", r_t = (t + offset) ** -decay: for full
+# sweeps at iteration t with offset _LEARNING_OFFSET (1: the first step is a
+# full one) and decay _SWEEP_LEARNING_DECAY; for stochastic steps (an
+# entity's t-th visit for its logits, step t for the weights) with offset
+# _STOCHASTIC_OFFSET and the Robbins-Monro decay _LEARNING_DECAY: a decay in
+# (0.5, 1] gives sum r_t = inf and sum r_t^2 < inf.
 _LEARNING_OFFSET = 1.0
 _LEARNING_DECAY = 0.55
+# Offset of the stochastic steps (an entity's logits at its t-th visit, the
+# weights at step t): the first visit moves the logits a share
+# _STOCHASTIC_OFFSET ** -_LEARNING_DECAY of the way to their Monte Carlo
+# target, not all of it. A full first step replaces a good start (every
+# feature found) by one noisy estimate made with the start's weights, which
+# the fuzzy start's q make too weak: the features then blur and recover
+# over many epochs.
+_STOCHASTIC_OFFSET = 20.0
 # Decay of the step size of the full sweeps ("mcvi" and "score" with
 # batch_size=None), r_t = (t + _LEARNING_OFFSET) ** -_SWEEP_LEARNING_DECAY.
 # A sweep averages every step over all pairs and S joint samples with each
@@ -71,7 +80,10 @@ _N_ELBO_SAMPLES = 32
 # unlisted_pairs="nonlinks": non-links sampled per entity and role (sender,
 # receiver) in a stochastic step, each weighted by (the entity's non-links) /
 # _N_NONLINK_SAMPLES.
-_N_NONLINK_SAMPLES = 100
+_N_NONLINK_SAMPLES = 50
+# ... and the most of a step's sampled non-links on which the quadratic of
+# their control variate is fitted (for the next step)
+_CV_FIT_PAIRS = 10_000
 
 
 class _Pairs:
@@ -181,7 +193,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
 
     - ``"mcvi"``: Monte Carlo natural-gradient steps on the logits of q with
       each binary variable summed out exactly ([1]_, [3]_), step size
-      :math:`r_t = (t + 1)^{-0.3}` at iteration t (:math:`(t + 1)^{-0.55}`
+      :math:`r_t = (t + 1)^{-0.3}` at iteration t (:math:`(t + 20)^{-0.55}`
       for stochastic steps; User Guide); the weights take a damped EM
       (minorize-maximize) step of the true ELBO.
     - ``"cavi"``: coordinate ascent on the data-augmented bound ([1]_ Eqs.
@@ -222,7 +234,10 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         monotone in the loadings of a non-negative matrix factorization of
         the same links (overlapping features). "random": q uniform in
         [0.05, 0.95], W_r the identity and b_r matched to the link rate.
-        "auto": "spectral" for ``weights="full"``, "random" for "diagonal".
+        With ``unlisted_pairs="nonlinks"``, "nmf" factorizes the links plus
+        a tenth of the two-hop paths (User Guide). "auto": "spectral" for
+        ``weights="full"``, "nmf" for "full" with "nonlinks", "random" for
+        "diagonal".
         Entities without pairs start, and stay, at the prior.
     feature_prior : float in (0, 1), default=0.5
         Prior probability rho of each feature, :math:`p(z_{id} = 1)`.
@@ -928,6 +943,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         if self._stochastic:
             pairs = self._get_store(X, y)
             self._visits = np.zeros(N, dtype=np.int64)
+            self._cv_coef = None  # no control variate before a first step
         else:
             pairs = self._pairs(X, y)
         if self.unlisted_pairs == "nonlinks":
@@ -954,8 +970,12 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         init = self.init
         if init == "auto":
             init = "random" if self._diag else "spectral"
+            if self.unlisted_pairs == "nonlinks" and not self._diag:
+                init = "nmf"
         if init in ("spectral", "nmf"):
             start = _spectral_start if init == "spectral" else _nmf_start
+            if init == "nmf" and self.unlisted_pairs == "nonlinks":
+                start = _two_hop_nmf_start
             q = start(pairs, N, R, D, rng)
             self._b = ndtri(rate)
             self._W = np.zeros((R, D, D))
@@ -1116,7 +1136,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         active = np.flatnonzero((store.out_deg + store.in_deg) > 0)
         return rng.permutation(active)
 
-    def _local_pairs(self, store, centers, rng):
+    def _local_pairs(self, store, centers, rng, sampled=False):
         """The pairs of a stochastic step, in local entity ids.
 
         Every listed pair of a center, once per end that is a center (weight
@@ -1125,7 +1145,10 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         weight (the center's number of such non-links) / (number sampled).
         Returns ``lsnd, lrcv, rel, x, w_snd, w_rcv`` (P,), the entities
         ``ents`` behind the local ids and the local ids ``lcen`` of the
-        centers.
+        centers; with ``sampled`` also, per role (sender, receiver), the
+        sampled non-links ``(n_nonlinks (B,), local partners, relations)``
+        for :func:`_kernels.nonlink_control_variate` (None without
+        "nonlinks").
         """
         N, R = store.n_entities, store.n_relations
         io = _kernels.gather_ranges(store.out_ptr, store.out_order, centers)
@@ -1167,7 +1190,19 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         ents, inv = np.unique(np.concatenate([snd, rcv, centers]), return_inverse=True)
         inv = inv.astype(np.int64).ravel()
         lsnd, lrcv, lcen = inv[:P], inv[P : 2 * P], inv[2 * P :]
-        return lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen
+        if not sampled:
+            return lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen
+        blocks = None
+        if store.nonlinks:
+            k = io.size + ii.size
+            n = centers.size * _N_NONLINK_SAMPLES
+            blocks = (
+                ((N - 1) * R - store.out_deg[centers], lrcv[k : k + n],
+                 rel[k : k + n]),
+                ((N - 1) * R - store.in_deg[centers], lsnd[k + n : k + 2 * n],
+                 rel[k + n : k + 2 * n]),
+            )
+        return lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen, blocks
 
     def _stochastic_step(self, store, centers, rng):
         """One stochastic step for the entities ``centers`` (sorted, distinct).
@@ -1182,12 +1217,44 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         (:meth:`_weight_system`, :meth:`_newton_weights`).
         """
         D = self.n_components
-        lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen = self._local_pairs(
-            store, centers, rng
+        lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen, blocks = self._local_pairs(
+            store, centers, rng, sampled=True
         )
         n_loc = ents.size
         q = expit(self._logits[ents])
         uniforms = rng.random_sample((self.n_mc_samples, n_loc, D))
+        out = self._center_deltas(
+            store, centers, (lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen, blocks),
+            q, uniforms,
+        )
+        if blocks is not None:
+            self._fit_control_variate(lsnd, lrcv, rel, x, q)
+        step = _step_size(self._visits[centers], offset=_STOCHASTIC_OFFSET)
+        new = (1.0 - step[:, None]) * self._logits[centers] + step[:, None] * out[
+            lcen
+        ]
+        self._logits[centers] = np.clip(new, -_MAX_LOGIT, _MAX_LOGIT)
+        self._visits[centers] += 1
+        q[lcen] = expit(self._logits[centers])
+        # a damped Newton step of the weights on this step's pairs
+        system = self._weight_system(
+            store, centers, (lsnd, lrcv, rel, x, w_snd), q, uniforms
+        )
+        self._newton_weights(system, _step_size(self._step, offset=_STOCHASTIC_OFFSET))
+        self._step += 1
+
+    def _center_deltas(self, store, centers, local, q, uniforms):
+        """Monte Carlo estimates of the centers' coordinate optima E[Delta_id].
+
+        :func:`_kernels.mcvi_mean_deltas` over the step's pairs (``local``,
+        from :meth:`_local_pairs` with ``sampled=True``; ``q`` and
+        ``uniforms`` of its local entities), plus, with "nonlinks" and a
+        fitted control variate (``_cv_coef``), the zero-mean correction of
+        :func:`_kernels.nonlink_control_variate` for each role. Returns
+        (n_loc, D); rows of the centers are the estimates.
+        """
+        lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen, blocks = local
+        n_loc, D = q.shape
         out = np.empty((n_loc, D))
         _kernels.mcvi_mean_deltas(
             lsnd,
@@ -1206,19 +1273,62 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             w_rcv,
             out,
         )
-        step = _step_size(self._visits[centers])
-        new = (1.0 - step[:, None]) * self._logits[centers] + step[:, None] * out[
-            lcen
-        ]
-        self._logits[centers] = np.clip(new, -_MAX_LOGIT, _MAX_LOGIT)
-        self._visits[centers] += 1
-        q[lcen] = expit(self._logits[centers])
-        # a damped Newton step of the weights on this step's pairs
-        system = self._weight_system(
-            store, centers, (lsnd, lrcv, rel, x, w_snd), q, uniforms
+        coef = getattr(self, "_cv_coef", None)
+        if blocks is None or coef is None:
+            return out
+        q_all = expit(self._logits)
+        q_sum = q_all.sum(axis=0)
+        m_sum = q_all.T @ q_all
+        m_sum[np.diag_indices(D)] += (q_all * (1.0 - q_all)).sum(axis=0)
+        W = np.ascontiguousarray(self._W)
+        links = (
+            (store.out_ptr, store.out_order, store.rcv, W),
+            (store.in_ptr, store.in_order, store.snd,
+             np.ascontiguousarray(W.transpose(0, 2, 1))),
         )
-        self._newton_weights(system, _step_size(self._step))
-        self._step += 1
+        for (n_non, partners, prel), (ptr, order, other, V) in zip(
+            blocks, links, strict=True
+        ):
+            _kernels.nonlink_control_variate(
+                centers, lcen, n_non.astype(np.float64), partners, prel, q_all,
+                q_sum, m_sum, ptr, order, other, store.rel, q, uniforms, self._b,
+                V, coef[:, 0].copy(), coef[:, 1].copy(), out,
+            )
+        return out
+
+    def _fit_control_variate(self, lsnd, lrcv, rel, x, q):
+        """Coefficients (R, 2) of the quadratic ``h(eta) = h1 eta + h2 eta^2``
+        of the non-link control variate, for the next step.
+
+        Least squares of the non-link log-likelihood ``log Phi(-eta)`` on
+        (1, eta, eta^2) at eta = m, m +- s of this step's non-links (up to
+        ``_CV_FIT_PAIRS`` of them; m, s
+        the mean and standard deviation of their eta under q), per
+        relation. Fitted on this step and used in the next, the
+        coefficients do not depend on the next step's samples, which keeps
+        that step's estimates unbiased.
+        """
+        R = self._b.size
+        # the non-links (of uniformly drawn partners): at most
+        # _CV_FIT_PAIRS of them, spread over the step's centers
+        non = np.flatnonzero(x < 0.5)
+        non = non[:: max(1, non.size // _CV_FIT_PAIRS)]
+        ls, lr, rl = lsnd[non], lrcv[non], rel[non]
+        mean, var = np.empty(ls.size), np.empty(ls.size)
+        _kernels.pair_mean_and_variance(
+            ls, lr, rl, q, self._b, self._W, self._diag, mean, var
+        )
+        sd = np.sqrt(var)
+        coef = np.zeros((R, 2))
+        for r in range(R):
+            sel = rl == r
+            if sel.sum() < 3:
+                continue
+            eta = np.concatenate([mean[sel] - sd[sel], mean[sel], mean[sel] + sd[sel]])
+            basis = np.column_stack([np.ones_like(eta), eta, eta**2])
+            sol = np.linalg.lstsq(basis, log_ndtr(-eta), rcond=None)[0]
+            coef[r] = sol[1:]
+        self._cv_coef = coef
 
     def _weight_system(self, store, centers, local, q, uniforms):
         """The weight objective of a stochastic step: gradient and curvature.
@@ -1738,10 +1848,76 @@ def _nmf_start(pairs, N, R, D, rng):
     return q
 
 
-def _step_size(t, decay=None):
-    """Step size (t + _LEARNING_OFFSET) ** -decay, by default the Robbins-Monro
-    decay ``_LEARNING_DECAY`` of the stochastic steps."""
-    return (t + _LEARNING_OFFSET) ** (-(_LEARNING_DECAY if decay is None else decay))
+def _two_hop_nmf_start(pairs, N, R, D, rng):
+    r"""Overlapping start of a sparse complete network: NMF with two-hop paths.
+
+    With few links per entity its links alone say little about its
+    features, but its two-hop neighbours (the neighbours of its neighbours)
+    are many and mostly share its features. So the factorized matrix is
+    :math:`M = S + c (S^2 - \mathrm{diag}(S^2))`, S the symmetric 0/1
+    adjacency of the links in any direction and relation, c =
+    ``_TWO_HOP_WEIGHT``: non-negative factors :math:`M \approx U V^\top`
+    (D components) by up to ``_TWO_HOP_ITERATIONS`` rounds of
+    hierarchical alternating least squares, started from scikit-learn's
+    NMF of S (NNDSVDa). M is never formed: its products with (N, D)
+    matrices are two sparse products with S, so memory stays O(links + N
+    D) (S^2 itself has about N times the squared degree entries). q then
+    follows the loadings U as in :func:`_nmf_start`.
+    """
+    from sklearn.decomposition import NMF
+
+    links = pairs.x > 0.5
+    s, t = pairs.snd[links], pairs.rcv[links]
+    if s.size == 0 or N <= D:
+        return rng.uniform(0.05, 0.95, size=(N, D))
+    S = sp.csr_matrix(
+        (np.ones(2 * s.size), (np.concatenate([s, t]), np.concatenate([t, s]))),
+        shape=(N, N),
+    )
+    S.sum_duplicates()
+    S.data[:] = 1.0
+    degree = np.asarray(S.sum(axis=1))
+
+    def product(A):
+        return _two_hop_product(S, degree, A)
+
+    seed = rng.randint(np.iinfo(np.int32).max)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        nmf = NMF(D, init="nndsvda", max_iter=10, random_state=seed)
+        U = nmf.fit_transform(S)
+    V = np.ascontiguousarray(nmf.components_.T)
+
+    def hals(A, MB, G):  # one round of column updates of A in M ~ A B^T
+        for k in range(D):
+            A[:, k] = np.maximum(
+                A[:, k] + (MB[:, k] - A @ G[:, k]) / max(G[k, k], 1e-12), 0.0
+            )
+
+    for _ in range(_TWO_HOP_ITERATIONS):
+        before = U.copy()
+        hals(U, product(V), V.T @ V)
+        hals(V, product(U), U.T @ U)
+        change = np.linalg.norm(U - before) / max(np.linalg.norm(U), 1e-300)
+        if change < _TWO_HOP_TOL:
+            break
+    scale = U.mean(axis=0, keepdims=True)
+    return 0.05 + 0.9 * U / (U + np.where(scale > 0, scale, 1.0))
+
+
+def _two_hop_product(S, degree, A):
+    """``M @ A`` for M = S + c (S^2 - diag(S^2)), c = ``_TWO_HOP_WEIGHT``,
+    without forming S^2: two sparse products with S (symmetric 0/1, so the
+    diagonal of S^2 is the degree (N, 1))."""
+    SA = S @ A
+    return SA + _TWO_HOP_WEIGHT * (S @ SA - degree * A)
+
+
+def _step_size(t, decay=None, offset=None):
+    """Step size (t + offset) ** -decay, by default the Robbins-Monro decay
+    ``_LEARNING_DECAY`` and the offset ``_LEARNING_OFFSET``."""
+    offset = _LEARNING_OFFSET if offset is None else offset
+    return (t + offset) ** (-(_LEARNING_DECAY if decay is None else decay))
 
 
 def _probit_curvature(x, eta):
@@ -1756,6 +1932,12 @@ def _probit_curvature(x, eta):
 
 
 _MONITOR_SIZE = 20_000
+# the start of "nonlinks" fits (_two_hop_nmf_start): weight of the two-hop
+# paths, most rounds of alternating least squares and the relative change
+# of the loadings below which they stop
+_TWO_HOP_WEIGHT = 0.1
+_TWO_HOP_ITERATIONS = 100
+_TWO_HOP_TOL = 1e-3
 
 
 def _monitor_sample(store, rng):
