@@ -276,12 +276,14 @@ def test_sparse_network_recovers_the_planted_features(init):
 
 
 @pytest.mark.slow
-def test_more_sampled_nonlinks_make_better_steps_on_a_large_network(monkeypatch):
-    """The default _N_NONLINK_SAMPLES = 100 against 20 (the former default) on
-    a 10,000-entity network of 10 planted features (about 11 links per
-    entity): each sampled non-link stands for about N / m of them, and with
-    m = 20 the steps are so noisy that after 2 epochs the held-out AUC is
-    0.816 against 0.837 with 100 (measured; the true probabilities: 0.896)."""
+def test_few_sampled_nonlinks_suffice_with_the_control_variate(monkeypatch):
+    """The default _N_NONLINK_SAMPLES against 5 on a 10,000-entity network of
+    10 planted features (about 11 links per entity; true-probability AUC
+    about 0.90): each sampled non-link stands for about N / m of them, but
+    the control variate carries their exact expected sum, so after 2 epochs
+    from the two-hop start both reach a held-out AUC above 0.85 and 5
+    samples lose at most half a point (before the control variate, 20
+    samples lost two points against 100)."""
     from scipy.special import ndtr, ndtri
 
     N, D = 10_000, 10
@@ -293,8 +295,8 @@ def test_more_sampled_nonlinks_make_better_steps_on_a_large_network(monkeypatch)
     non = np.column_stack([s, t])[s != t][:20_000]
     labels = np.r_[np.ones(int(held.sum())), np.zeros(len(non))]
     auc = {}
-    assert _estimator._N_NONLINK_SAMPLES == 100
-    for m in (20, 100):
+    default = _estimator._N_NONLINK_SAMPLES
+    for m in (5, default):
         monkeypatch.setattr(_estimator, "_N_NONLINK_SAMPLES", m)
         model = LatentFeatureRelational(D, unlisted_pairs="nonlinks", n_entities=N,
                                         n_mc_samples=3,
@@ -303,7 +305,8 @@ def test_more_sampled_nonlinks_make_better_steps_on_a_large_network(monkeypatch)
         score = np.r_[model.predict_proba(X[held])[:, 1],
                       model.predict_proba(non)[:, 1]]
         auc[m] = roc_auc_score(labels, score)
-    assert auc[100] > auc[20] + 0.01, auc
+    assert min(auc.values()) > 0.85, auc
+    assert auc[5] > auc[default] - 0.005, auc
 
 
 @pytest.mark.slow
