@@ -1036,6 +1036,11 @@ def test_dead_gates_are_reported_quietly(monkeypatch, capsys):
     of a run cut short by max_iter."""
     X, y = _adult_subset()
     monkeypatch.setattr(_estimator, "_INIT", "random")
+    # the paper's Gamma(2, 0.5) magnitudes, under which the mechanism was found
+    # (with the soft gate prior one gate takes every row instead)
+    monkeypatch.setattr(_estimator, "_EXPERT_MAGNITUDE", None)
+    monkeypatch.setattr(_estimator, "_GATE_MAGNITUDE_SHAPE", 2.0)
+    monkeypatch.setattr(_estimator, "_GATE_MAGNITUDE_RATE", 0.5)
     model = DiversityMixtureOfExperts(n_components=5, max_iter=15, random_state=0,
                                       verbose=1)
     with warnings.catch_warnings(record=True) as caught:
@@ -1064,6 +1069,8 @@ def test_public_parameters():
     for name, value in [("_INIT", "bmemg"), ("_INIT_CONCENTRATION", 10.0),
                         ("_INNER_MAX_ITER", 3), ("_ANGLE_VARIANCE_WEIGHT", 0.0),
                         ("_MAGNITUDE_SHAPE", 2.0), ("_MAGNITUDE_RATE", 0.5),
+                        ("_EXPERT_MAGNITUDE", "logistic"),
+                        ("_GATE_MAGNITUDE_SHAPE", 2.0), ("_GATE_MAGNITUDE_RATE", 8.0),
                         ("_THIN", 1), ("_PROPOSAL_CONCENTRATION", 200.0),
                         ("_PROPOSAL_SCALE", 0.1), ("_N_EM_ITER", 0)]:
         assert getattr(_estimator, name) == value, name
@@ -1072,12 +1079,17 @@ def test_public_parameters():
 @pytest.mark.parametrize("setting, value", [
     ("_INNER_MAX_ITER", 1), ("_ANGLE_VARIANCE_WEIGHT", 0.5),
     ("_MAGNITUDE_SHAPE", 3.0), ("_MAGNITUDE_RATE", 1.0), ("_THIN", 2),
-    ("_PROPOSAL_CONCENTRATION", 50.0), ("_PROPOSAL_SCALE", 0.3)])
+    ("_PROPOSAL_CONCENTRATION", 50.0), ("_PROPOSAL_SCALE", 0.3),
+    ("_EXPERT_MAGNITUDE", None), ("_GATE_MAGNITUDE_SHAPE", 3.0),
+    ("_GATE_MAGNITUDE_RATE", 1.0)])
 def test_advanced_settings_are_read_at_fit_time(setting, value, monkeypatch):
     """Each advanced setting changes the fit of the method it belongs to."""
     X, y = _two_expert_data(80, seed=3)
+    # the Gamma prior of _MAGNITUDE_* is that of "mcmc" (the vi experts use it
+    # with _EXPERT_MAGNITUDE = None only)
     inference = ("mcmc" if setting in ("_THIN", "_PROPOSAL_CONCENTRATION",
-                                       "_PROPOSAL_SCALE") else
+                                       "_PROPOSAL_SCALE", "_MAGNITUDE_SHAPE",
+                                       "_MAGNITUDE_RATE") else
                  "pr" if setting == "_ANGLE_VARIANCE_WEIGHT" else "vi")
     kw = dict(inference=inference, max_iter=3, tol=None, n_mcmc_samples=5,
               burn_in=5, random_state=0)

@@ -106,9 +106,21 @@ _INIT_CONCENTRATION = 10.0
 _INNER_MAX_ITER = 3
 # gamma >= 0 of Omega = mean(angles) - gamma var(angles) ("pr")
 _ANGLE_VARIANCE_WEIGHT = 0.0
-# alpha_1, alpha_2 > 0: the Gamma(shape, rate) prior of every magnitude
+# alpha_1, alpha_2 > 0: the Gamma(shape, rate) prior of every magnitude of
+# "mcmc", and of the expert magnitudes of "vi" and "pr" when
+# _EXPERT_MAGNITUDE is None
 _MAGNITUDE_SHAPE = 2.0
 _MAGNITUDE_RATE = 0.5
+# the prior of the expert magnitudes of "vi" and "pr": "logistic", the Gamma
+# matched (mode and curvature) to the chi distribution with p degrees of
+# freedom of ||beta|| under N(0, I_p), the prior of LogisticRegression(C=1)
+# (p the design columns, intercept included); None: _MAGNITUDE_SHAPE, _RATE
+_EXPERT_MAGNITUDE = "logistic"
+# the Gamma(shape, rate) prior of the gate magnitudes of "vi" and "pr": with
+# standardized features a gate logit has prior variance about E[g^2], here
+# 3 / 32 (soft gates, which the rows must sharpen)
+_GATE_MAGNITUDE_SHAPE = 2.0
+_GATE_MAGNITUDE_RATE = 8.0
 # keep every _THIN-th sweep after burn-in ("mcmc")
 _THIN = 1
 # initial vMF direction-proposal concentration ("mcmc", MABN) and initial
@@ -129,6 +141,27 @@ def _diagonal_start(X, K):
     """
     p = X.shape[1]
     return p > _DIAGONAL_START_FEATURES or K * p * p > _GAUSSIAN_MAX_ENTRIES
+
+
+def _magnitude_priors(p):
+    """(alpha_1, alpha_2) of the Gamma priors of "vi" and "pr", experts then gates.
+
+    Arrays of shape (2,). The experts' prior with ``_EXPERT_MAGNITUDE =
+    "logistic"`` is Gamma(2 p - 1, 2 sqrt(p - 1)): the chi distribution of
+    ||beta|| under N(0, I_p) has log density (p - 1) log g - g^2 / 2 + const,
+    mode sqrt(p - 1) and curvature -2 there, and so has this Gamma. With a
+    uniform direction, the prior of beta is then close to the N(0, I_p) of
+    LogisticRegression(C=1) and of the BMEM-G start (``prior_std=1``).
+    """
+    if _EXPERT_MAGNITUDE == "logistic":
+        expert = (2.0 * p - 1.0, 2.0 * np.sqrt(p - 1.0))
+    elif _EXPERT_MAGNITUDE is None:
+        expert = (float(_MAGNITUDE_SHAPE), float(_MAGNITUDE_RATE))
+    else:
+        raise ValueError(f"_EXPERT_MAGNITUDE must be 'logistic' or None; got "
+                         f"{_EXPERT_MAGNITUDE!r}.")
+    return (np.array([expert[0], float(_GATE_MAGNITUDE_SHAPE)]),
+            np.array([expert[1], float(_GATE_MAGNITUDE_RATE)]))
 
 
 def _posterior_mean_vectors(params):
@@ -312,14 +345,13 @@ class _VariationalEngine(_Engine):
     def config(self, p):
         """(ObjectiveConfig, (lambda_1, lambda_2), PriorConstants) of "vi" / "pr"."""
         m = self.model
+        alpha1, alpha2 = _magnitude_priors(p)
         if m.inference == "vi":
             cfg = ObjectiveConfig("vi", float(m.diversity_strength), m._mu0(p),
-                                  float(_MAGNITUDE_SHAPE),
-                                  float(_MAGNITUDE_RATE), 0.0)
+                                  alpha1, alpha2, 0.0)
             lams = (0.0, 0.0)
         else:
-            cfg = ObjectiveConfig("pr", 0.0, m._mu0(p), float(_MAGNITUDE_SHAPE),
-                                  float(_MAGNITUDE_RATE),
+            cfg = ObjectiveConfig("pr", 0.0, m._mu0(p), alpha1, alpha2,
                                   float(_ANGLE_VARIANCE_WEIGHT))
             lams = (float(m.expert_regularization), float(m.gate_regularization))
         return cfg, lams, prior_constants(cfg, m.n_components, p)
@@ -609,8 +641,11 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         p(y = 1 \mid x, z = k) = \sigma(\beta_k^\top x).
 
     Every expert vector :math:`\beta_k` and gate vector :math:`\eta_k` is a
-    magnitude times a direction, :math:`a = g\,\tilde a`, with
-    :math:`g \sim \mathrm{Gamma}(2, 0.5)`; the directions of each set follow
+    magnitude times a direction, :math:`a = g\,\tilde a`, with a Gamma
+    prior on :math:`g` ("vi", "pr": for the experts, matched to the norm of
+    a N(0, I) vector, the prior of ``LogisticRegression(C=1)``; for the gates,
+    Gamma(2, 8), soft gates; "mcmc": Gamma(2, 0.5) for both); the directions
+    of each set follow
     the mutual angular Bayesian network (MABN): direction i is drawn from a
     von Mises-Fisher distribution pointing away from the sum of the earlier
     ones, with concentration :math:`\kappa` (``diversity_strength``), so the
