@@ -88,6 +88,11 @@ _CANDIDATE_ROWS = 2000
 # class, by their ELBO on all of them
 _START_HELD_OUT = 0.2
 _START_MIN_CLASS_ROWS = 5
+# the one-expert candidate is kept unless the best random one's held-out log
+# loss is lower by more than this many standard errors of the paired
+# difference (a one-sided test at about 2.5%: where one expert predicts best,
+# a random candidate can still lead by chance on a few dozen held-out rows)
+_START_STANDARD_ERRORS = 2.0
 # gate intercept of the one-expert candidate: softmax weight e^4 / (e^4 + K - 1)
 # for its expert at the start (0.86 with K = 10)
 _ONE_EXPERT_GATE = 4.0
@@ -287,30 +292,32 @@ class _GaussianEngine(_Engine):
     def fit_start(self, X, y, rng, n_iter, diagonal=False):
         """The best of ``_N_CANDIDATES`` + 1 short BMEM-G runs, continued.
 
-        The candidates run ``_CANDIDATE_ITER`` iterations on four fifths of
-        at most ``_CANDIDATE_ROWS`` random rows (stratified by class, see
+        The candidates run ``_CANDIDATE_ITER`` iterations on four fifths of at
+        most ``_CANDIDATE_ROWS`` random rows (stratified by class, see
         :func:`_validation_split`): ``_N_CANDIDATES`` from small random means,
         and one with a single expert in use, started at the ridge logistic
         regression of those rows (``LogisticRegression(C=prior_std**2)``, the
-        prior's own strength) and a gate that gives it every row. The
+        prior's own strength) and a gate that gives it every row. The random
         candidate with the lowest log loss on the remaining fifth of the rows
-        (at its posterior means) runs ``n_iter`` more iterations on all of
-        them. The BMEM-G ELBO has poor local optima (an expert per class where
-        one expert would do, or four sectors where two regimes would do) and
-        which basin a run falls into is decided in its first iterations. The
-        held-out rows, not the ELBO, choose the basin: every additional expert
-        pays a KL term of the order of the number of features in the ELBO
-        and its bound on the gate, so the ELBO prefers one expert where
-        held-out rows show that several predict better (digits even against
-        odd), and the random candidates alone split the rows between experts
-        where one predicts best (the user guide, "Starting point"). With too
-        few rows of a class to hold some out, the highest ELBO chooses among
-        the random candidates. ``diagonal``: a q that factorizes over
-        coordinates (:func:`~skbinvi.experts._variational.diagonal_gaussian_iteration`),
-        chosen by :func:`_diagonal_start`. The start is part of
-        initialization, with its own budget ((``_N_CANDIDATES`` + 1) x
-        ``_CANDIDATE_ITER`` + ``n_iter`` iterations on at most
-        ``_CANDIDATE_ROWS`` rows), outside ``max_iter`` and ``n_iter_``.
+        (at its posterior means) is chosen unless the one-expert candidate's log
+        loss is within ``_START_STANDARD_ERRORS`` standard errors of the paired
+        difference, and runs ``n_iter`` more iterations on all of them. The
+        BMEM-G ELBO has poor local optima (an expert per class where one expert
+        would do, or four sectors where two regimes would do) and which basin a
+        run falls into is decided in its first iterations. The held-out rows,
+        not the ELBO, choose the basin: every additional expert pays a KL term
+        of the order of the number of features in the ELBO and its bound on the
+        gate, so the ELBO prefers one expert where held-out rows show that
+        several predict better (digits even against odd), and the random
+        candidates alone split the rows between experts where one predicts best
+        (the user guide, "Starting point"). With too few rows of a class to hold
+        some out, the highest ELBO chooses among the random candidates.
+        ``diagonal``: a q that factorizes over coordinates
+        (:func:`~skbinvi.experts._variational.diagonal_gaussian_iteration`),
+        chosen by :func:`_diagonal_start`. The start is part of initialization,
+        with its own budget ((``_N_CANDIDATES`` + 1) x ``_CANDIDATE_ITER`` +
+        ``n_iter`` iterations on at most ``_CANDIDATE_ROWS`` rows), outside
+        ``max_iter`` and ``n_iter_``.
         """
         K, p = self.model.n_components, X.shape[1]
         rows = np.arange(X.shape[0])
@@ -398,10 +405,10 @@ class _GaussianEngine(_Engine):
         best = candidates[lead]
         if one is not None:
             # one expert unless the best mixture predicts the held-out rows
-            # better by more than the standard error of the difference (the
-            # one-standard-error rule)
+            # better by more than _START_STANDARD_ERRORS standard errors of
+            # the paired difference (a one-sided test at about 2.5%)
             gain = losses[-1] - losses[lead]
-            if gain.mean() <= gain.std() / np.sqrt(gain.size):
+            if gain.mean() <= _START_STANDARD_ERRORS * gain.std() / np.sqrt(gain.size):
                 best = one
         if held_out is not None:
             best.aux = best.weights = None  # they belong to the fit rows
