@@ -955,8 +955,12 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
     (2, 2)
     >>> model.transform(X[:2]).shape
     (2, 2)
+
+    One hyperplane separates these classes about as well as any mixture, so
+    the fit keeps one expert in use:
+
     >>> int(model.n_active_components_[0])
-    2
+    1
     """
 
     _structural_params = ("n_components", "prior", "inference", "fit_intercept")
