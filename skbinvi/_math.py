@@ -14,7 +14,10 @@ functions that call them (Numba's own ``inline="always"`` re-typed and
 re-lowered them in every caller: slower to compile, and ``log_array`` ran
 2.5 times slower that way). Every jitted function that a kernel calls is
 compiled again, with its own callees, into that kernel's machine code, so
-few and flat helpers keep the first compilation short.
+few and flat helpers keep the first compilation short; for the same
+reason they clamp with conditional expressions rather than ``min`` and
+``max``, whose implementations Numba compiles once per set of compiler
+flags.
 """
 
 import math
@@ -114,9 +117,9 @@ def _exp_rows(a, out, work):
     scale1 = work[0]
     scale2 = work[1]
     for start in range(0, n, block):
-        stop = min(start + block, n)
+        stop = start + block if start + block < n else n
         for t in range(start, stop):
-            x = max(a[t], -746.0)  # exp(-746) rounds to 0
+            x = -746.0 if a[t] < -746.0 else a[t]  # exp(-746) rounds to 0
             k = (x * _LOG2E + _ROUND) - _ROUND
             hi = x - k * _LN2_HI
             lo = k * _LN2_LO
@@ -206,7 +209,7 @@ def softplus_sigmoid(x, value, slope, work):
     block = work.shape[1]
     e_all = work[0]
     for start in range(0, n, block):
-        stop = min(start + block, n)
+        stop = start + block if start + block < n else n
         for t in range(start, stop):
             value[t] = -abs(x[t])
         _exp_block(value[start:stop], e_all, work[1:])  # exp(-|x|)
@@ -215,7 +218,7 @@ def softplus_sigmoid(x, value, slope, work):
             e = e_all[t - start]
             lp = _log_reduced(e, 0.0)
             xt = x[t]
-            sp = max(xt, 0.0) + lp
+            sp = (0.0 if xt < 0.0 else xt) + lp
             sg = (1.0 if xt >= 0.0 else e) / (1.0 + e)
             # NaN stays NaN (the clamp above would have lost it)
             value[t] = sp if xt == xt else xt
@@ -281,7 +284,7 @@ def log_array(y, out, work):
     mantissa = work[0]
     jf = work[1]
     for start in range(0, n, block):
-        stop = min(start + block, n)
+        stop = start + block if start + block < n else n
         for t in range(start, stop):
             mantissa[t - start] = y[t]
         _frexp_block(mantissa[:stop - start], jf)
@@ -357,7 +360,7 @@ def log1mexp_array(u, value, deriv, work):
     jf = work[2]
     fl = work[3]
     for start in range(0, n, block):
-        stop = min(start + block, n)
+        stop = start + block if start + block < n else n
         m = stop - start
         for t in range(start, stop):
             y[t - start] = -u[t]

@@ -30,9 +30,11 @@ Python functions that call the same jitted range kernels as their threaded
 ``*_rows`` forms, so each pass compiles once; helpers used by few kernels
 are inlined (``inline="always"``, compiled with the flags of the kernel
 that inlines them: those that divide with ``error_model="numpy"`` are
-inlined into kernels compiled with it); and no kernel uses NumPy's sorts
+inlined into kernels compiled with it); no kernel uses NumPy's sorts
 or array-to-array slice assignments, which compile slowly in Numba (the
-latter with the formatting of its error message). Every kernel is compiled
+latter with the formatting of its error message), and work that NumPy does
+in the same order of operations stays in NumPy (:func:`compact_columns`,
+the sums over the rows of the gradients). Every kernel is compiled
 with ``nogil=True`` (with or without ``error_model="numpy"``): Numba
 compiles its own helpers (``np.empty``, ``min``, ...) once per set of
 flags of the calling kernel, so fewer sets mean fewer compilations.
@@ -344,22 +346,21 @@ def _relaxed_totals(q_all, logit_prior, g_theta_dense, g_logit_prior):
     K = logit_prior.shape[0]
     prior = np.empty(K)
     softplus_sigmoid(logit_prior, np.empty(K), prior, np.empty((3, SOFTPLUS_BLOCK)))
-    _row_totals(q_all, prior, g_theta_dense, g_logit_prior)
+    _column_totals(q_all - prior, g_logit_prior)
+    _column_totals(q_all, g_theta_dense)
+    # dense part: every feature is inactive unless added back
+    np.negative(g_theta_dense, out=g_theta_dense)
 
 
 @njit(nogil=True)
-def _row_totals(q_all, prior, g_theta_dense, g_logit_prior):
-    """:func:`_relaxed_totals` given ``prior`` = mu (K,)."""
-    B, K = q_all.shape
-    q_total = np.zeros(K)
-    g_logit_prior[:] = 0.0
+def _column_totals(a, out):
+    """``out[k] = sum_n a[n, k]``, the sum taken in row order (``a`` (B, K))."""
+    B, K = a.shape
+    for k in range(K):
+        out[k] = 0.0
     for n in range(B):
         for k in range(K):
-            g_logit_prior[k] += q_all[n, k] - prior[k]
-            q_total[k] += q_all[n, k]
-    # dense part: every feature is inactive unless added back below
-    for k in range(K):
-        g_theta_dense[k] = -q_total[k]
+            out[k] += a[n, k]
 
 
 @njit(nogil=True)
@@ -404,6 +405,11 @@ def _longest_row(indptr):
     return max(1, int(np.diff(indptr).max(initial=0)))
 
 
+# 2**64 divided by the golden ratio, as a signed int64 (Knuth's
+# multiplicative hashing, in _sample_groups)
+_HASH_MULTIPLIER = -7046029254386353131
+
+
 @njit(inline="always")
 def _uniform_range(uniforms):
     """Smallest and largest of the S uniforms of every cause (shape (S, K))."""
@@ -429,12 +435,14 @@ def _sample_groups(q, uniforms, umin, umax, keys, group, rep):
     ``q_k > umax_k`` on in every sample; the others ("free") are packed as
     bits into ``keys`` (S,), and the samples are grouped by key: ``group[s]``
     is the group of sample s and ``rep[g]`` the first sample of group g (all
-    three int64, shape (S,); ``keys`` is scratch, left sorted). The groups
-    are numbered by increasing key. Returns the number G of groups. Two
+    three int64, shape (S,); ``keys`` is scratch, left holding the key of
+    each sample). The groups are numbered in the order of their first
+    sample, through a hash table of the keys (multiplicative hashing, linear
+    probing, at least 2 S slots). Returns the number G of groups. Two
     samples share a group only if they are equal, so a function of the
     sample evaluated once per group is exact. With more than 62 free causes
     the samples are left ungrouped (G = S; equal samples are then
-    improbable). Cost O(S K + S log S).
+    improbable). Cost O(S K) (expected).
     """
     S, K = uniforms.shape
     for s in range(S):
@@ -457,60 +465,27 @@ def _sample_groups(q, uniforms, umin, umax, keys, group, rep):
             group[t] = 0
         rep[0] = 0
         return 1
-    # the samples by increasing key, equal keys by increasing index
-    order = np.empty(S, dtype=np.int64)
-    for t in range(S):
-        order[t] = t
-    _merge_sort(keys, order)
+    size = 2
+    bits = 1
+    while size < 2 * S:
+        size *= 2
+        bits += 1
+    slot = np.empty(size, dtype=np.int64)  # group of the key there, or -1
+    for h in range(size):
+        slot[h] = -1
     n_groups = 0
-    previous = np.int64(-1)
-    for idx in range(S):
-        t = order[idx]
-        if keys[idx] != previous:
+    for t in range(S):
+        key = keys[t]
+        # the top bits of key * (2**64 / golden ratio), modulo 2**64
+        h = ((key * _HASH_MULTIPLIER) >> (64 - bits)) & (size - 1)
+        while slot[h] >= 0 and keys[rep[slot[h]]] != key:
+            h = (h + 1) & (size - 1)
+        if slot[h] < 0:
+            slot[h] = n_groups
             rep[n_groups] = t
             n_groups += 1
-            previous = keys[idx]
-        group[t] = n_groups - 1
+        group[t] = slot[h]
     return n_groups
-
-
-@njit(inline="always")
-def _merge_sort(keys, payload):
-    """Sort ``keys`` in place, stably, and reorder ``payload`` alike.
-
-    ``keys`` and ``payload`` are C-contiguous int64 arrays of the same
-    length. A bottom-up merge sort, O(n log n): with ``payload`` = 0..n-1 it
-    becomes ``np.argsort(keys, kind="stable")``. Plain loops, which Numba
-    compiles in a fraction of the time of its ``np.sort`` and
-    ``np.argsort``.
-    """
-    n = keys.shape[0]
-    src_k, src_p = keys, payload
-    dst_k, dst_p = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    in_scratch = False
-    width = 1
-    while width < n:
-        for lo in range(0, n, 2 * width):
-            mid = min(lo + width, n)
-            hi = min(lo + 2 * width, n)
-            a, b = lo, mid
-            for t in range(lo, hi):
-                if b >= hi or (a < mid and src_k[a] <= src_k[b]):
-                    dst_k[t] = src_k[a]
-                    dst_p[t] = src_p[a]
-                    a += 1
-                else:
-                    dst_k[t] = src_k[b]
-                    dst_p[t] = src_p[b]
-                    b += 1
-        src_k, dst_k = dst_k, src_k
-        src_p, dst_p = dst_p, src_p
-        in_scratch = not in_scratch
-        width *= 2
-    if in_scratch:
-        for t in range(n):
-            keys[t] = src_k[t]
-            payload[t] = src_p[t]
 
 
 @njit(inline="always")
@@ -642,37 +617,26 @@ def _discrete_elbo_range(lo, hi, longest, indptr, indices, theta, leak, colsum,
         out[n] = exact + positive / S
 
 
-@njit(nogil=True)
 def compact_columns(indices, marker):
     """The distinct column indices of a minibatch, sorted, and the indices renumbered.
 
     Equivalent to ``np.unique(indices, return_inverse=True)`` (as int64) in
     O(nnz + A log A) for A distinct columns, against O(nnz log nnz) for the
-    sort of ``np.unique``. ``marker`` (n_features,) int64 must hold -1 at
-    every entry; it is used as scratch and left so.
+    sort of ``np.unique``: each column keeps one of its positions in
+    ``marker``, which picks one entry per distinct column, and only those A
+    are sorted. ``marker`` (n_features,) int64 must hold -1 at every entry;
+    it is used as scratch and left so.
 
     Returns ``features`` (A,) and ``local`` (nnz,), int64, with
     ``features[local] == indices``. Checked against ``np.unique`` in
     tests/test_noisy_or_kernels.py::test_compact_columns_matches_unique.
     """
-    nnz = indices.shape[0]
-    found = np.empty(nnz, dtype=np.int64)
-    A = 0
-    for j in range(nnz):
-        i = indices[j]
-        if marker[i] < 0:
-            marker[i] = 0
-            found[A] = i
-            A += 1
-    features = found[:A].copy()
-    _merge_sort(features, found[:A])  # found: scratch payload, not used again
-    for a in range(A):
-        marker[features[a]] = a
-    local = np.empty(nnz, dtype=np.int64)
-    for j in range(nnz):
-        local[j] = marker[indices[j]]
-    for a in range(A):
-        marker[features[a]] = -1
+    position = np.arange(indices.shape[0])
+    marker[indices] = position
+    features = np.sort(indices[marker[indices] == position]).astype(np.int64)
+    marker[features] = np.arange(features.shape[0])
+    local = marker[indices]
+    marker[features] = -1
     return features, local
 
 
@@ -792,16 +756,11 @@ def _acp_backward_rows(lo, hi, longest, indptr, indices, g_logit_q, pre, theta,
                 g_hidden[n, h] += g * coef_out[i, h]
 
 
-@njit(nogil=True)
 def _acp_backward_totals(g_logit_q, g_theta_dense):
     """``g_theta_dense -= sum_n g_logit_q[n]`` (the sum taken in row order)."""
-    B, K = g_logit_q.shape
-    g_total = np.zeros(K)
-    for n in range(B):
-        for k in range(K):
-            g_total[k] += g_logit_q[n, k]
-    for k in range(K):
-        g_theta_dense[k] -= g_total[k]
+    g_total = np.empty(g_logit_q.shape[1])
+    _column_totals(g_logit_q, g_total)
+    g_theta_dense -= g_total
 
 
 @njit(nogil=True)
