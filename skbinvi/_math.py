@@ -118,26 +118,29 @@ def _exp_rows(a, out, work):
     scale2 = work[1]
     for start in range(0, n, block):
         stop = start + block if start + block < n else n
-        for t in range(start, stop):
-            x = -746.0 if a[t] < -746.0 else a[t]  # exp(-746) rounds to 0
+        # the block as views indexed from 0 (the loops then vectorize)
+        a_b = a[start:stop]
+        out_b = out[start:stop]
+        for t in range(stop - start):
+            x = -746.0 if a_b[t] < -746.0 else a_b[t]  # exp(-746) rounds to 0
             k = (x * _LOG2E + _ROUND) - _ROUND
             hi = x - k * _LN2_HI
             lo = k * _LN2_LO
             r = hi - lo
             r2 = r * r
             c = r - r2 * (_P1 + r2 * (_P2 + r2 * (_P3 + r2 * (_P4 + r2 * _P5))))
-            out[t] = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
+            out_b[t] = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
             # 2**k as 2**k1 * 2**(k - k1): both factors normal down to
             # k = -1076, so the product rounds once, to the right subnormal
             # if need be
             k1 = (0.5 * k + _ROUND) - _ROUND
-            scale1[t - start] = k1 + _EXPONENT_BIAS
-            scale2[t - start] = (k - k1) + _EXPONENT_BIAS
+            scale1[t] = k1 + _EXPONENT_BIAS
+            scale2[t] = (k - k1) + _EXPONENT_BIAS
         for t in range(stop - start):
             scale1[t] = _from_bits((_bits(scale1[t]) - _TWO52_BITS) << 52)
             scale2[t] = _from_bits((_bits(scale2[t]) - _TWO52_BITS) << 52)
-        for t in range(start, stop):
-            out[t] = out[t] * scale1[t - start] * scale2[t - start]
+        for t in range(stop - start):
+            out_b[t] = out_b[t] * scale1[t] * scale2[t]
 
 
 #: :func:`_exp_rows` with FMA contraction, as :func:`softplus_sigmoid` and
@@ -210,19 +213,22 @@ def softplus_sigmoid(x, value, slope, work):
     e_all = work[0]
     for start in range(0, n, block):
         stop = start + block if start + block < n else n
-        for t in range(start, stop):
-            value[t] = -abs(x[t])
-        _exp_block(value[start:stop], e_all, work[1:])  # exp(-|x|)
+        x_b = x[start:stop]
+        value_b = value[start:stop]
+        slope_b = slope[start:stop]
+        for t in range(stop - start):
+            value_b[t] = -abs(x_b[t])
+        _exp_block(value_b, e_all, work[1:])  # exp(-|x|)
         # log1p(e), e in [0, 1]
-        for t in range(start, stop):
-            e = e_all[t - start]
+        for t in range(stop - start):
+            e = e_all[t]
             lp = _log_reduced(e, 0.0)
-            xt = x[t]
+            xt = x_b[t]
             sp = (0.0 if xt < 0.0 else xt) + lp
             sg = (1.0 if xt >= 0.0 else e) / (1.0 + e)
             # NaN stays NaN (the clamp above would have lost it)
-            value[t] = sp if xt == xt else xt
-            slope[t] = sg if xt == xt else xt
+            value_b[t] = sp if xt == xt else xt
+            slope_b[t] = sg if xt == xt else xt
 
 
 _LN2 = 0.6931471805599453
@@ -285,16 +291,18 @@ def log_array(y, out, work):
     jf = work[1]
     for start in range(0, n, block):
         stop = start + block if start + block < n else n
-        for t in range(start, stop):
-            mantissa[t - start] = y[t]
+        y_b = y[start:stop]
+        out_b = out[start:stop]
+        for t in range(stop - start):
+            mantissa[t] = y_b[t]
         _frexp_block(mantissa[:stop - start], jf)
-        for t in range(start, stop):
-            m = mantissa[t - start]
-            j = jf[t - start]
+        for t in range(stop - start):
+            m = mantissa[t]
+            j = jf[t]
             lv = _log_reduced(m - 1.0, j)
-            yt = y[t]
+            yt = y_b[t]
             # as np.log: log 0 = -inf, log inf = inf, NaN below 0 and for NaN
-            out[t] = lv if 0.0 < yt < math.inf else (
+            out_b[t] = lv if 0.0 < yt < math.inf else (
                 -math.inf if yt == 0.0 else (yt if yt == math.inf else math.nan))
 
 
@@ -362,16 +370,19 @@ def log1mexp_array(u, value, deriv, work):
     for start in range(0, n, block):
         stop = start + block if start + block < n else n
         m = stop - start
-        for t in range(start, stop):
-            y[t - start] = -u[t]
+        u_b = u[start:stop]
+        value_b = value[start:stop]
+        deriv_b = deriv[start:stop]
+        for t in range(m):
+            y[t] = -u_b[t]
         _exp_block(y[:m], e, work[4:])  # exp(-u)
         # Maechler (2012): log(1 - e^-u) = log(-expm1(-u)) below ln 2 and
         # log1p(-e^-u) above. Below, y = -expm1(-u) by the Taylor series of
         # expm1(x) / x to x**17 (truncation < 2e-20 relative for |x| <= ln 2),
         # and log y from its bits (subnormal y scaled by 2**54); above,
         # log(1 + f) with f = -e^-u directly.
-        for t in range(start, stop):
-            x = -u[t]
+        for t in range(m):
+            x = -u_b[t]
             c = 1.5619206968586225e-16
             c = 2.8114572543455206e-15 + x * c
             c = 4.779477332387385e-14 + x * c
@@ -390,25 +401,25 @@ def log1mexp_array(u, value, deriv, work):
             c = 0.16666666666666666 + x * c
             c = 0.5 + x * c
             c = 1.0 + x * c
-            large = u[t] >= _LN2
-            et = e[t - start]
+            large = u_b[t] >= _LN2
+            et = e[t]
             yt = 1.0 - et if large else (-x) * c
             # d/du log(1 - e^-u) = e^-u / (1 - e^-u) = 1 / expm1(u)
-            deriv[t] = et / yt
-            y[t - start] = 1.0 if large else yt
-            fl[t - start] = -et
+            deriv_b[t] = et / yt
+            y[t] = 1.0 if large else yt
+            fl[t] = -et
         _frexp_block(y[:m], jf)
         # log(1 + f) + j ln 2: below ln 2, 1 + f = m in [sqrt(1/2), sqrt(2))
         # (f exact); above, f = -e^-u and j = 0
-        for t in range(start, stop):
-            mt = y[t - start]
-            j = jf[t - start]
-            f = fl[t - start] if u[t] >= _LN2 else mt - 1.0
+        for t in range(m):
+            mt = y[t]
+            j = jf[t]
+            f = fl[t] if u_b[t] >= _LN2 else mt - 1.0
             lv = _log_reduced(f, j)
             # u <= 0: -inf and +inf as log1mexp and dlog1mexp; NaN stays NaN
-            ut = u[t]
-            value[t] = lv if ut > 0.0 else (-math.inf if ut <= 0.0 else ut)
-            deriv[t] = deriv[t] if ut > 0.0 else (math.inf if ut <= 0.0 else ut)
+            ut = u_b[t]
+            value_b[t] = lv if ut > 0.0 else (-math.inf if ut <= 0.0 else ut)
+            deriv_b[t] = deriv_b[t] if ut > 0.0 else (math.inf if ut <= 0.0 else ut)
 
 
 @njit
