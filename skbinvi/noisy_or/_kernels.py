@@ -29,15 +29,18 @@ entry points (:func:`discrete_elbo`, :func:`relaxed_elbo_grad`, ...) are
 Python functions that call the same jitted range kernels as their threaded
 ``*_rows`` forms, so each pass compiles once; helpers used by few kernels
 are inlined (``inline="always"``, compiled with the flags of the kernel
-that inlines them: those that divide with ``error_model="numpy"`` are
-inlined into kernels compiled with it); no kernel uses NumPy's sorts
+that inlines them); no kernel uses NumPy's sorts
 or array-to-array slice assignments, which compile slowly in Numba (the
 latter with the formatting of its error message), and work that NumPy does
 in the same order of operations stays in NumPy (:func:`compact_columns`,
 the sums over the rows of the gradients). Every kernel is compiled
-with ``nogil=True`` (with or without ``error_model="numpy"``): Numba
-compiles its own helpers (``np.empty``, ``min``, ...) once per set of
-flags of the calling kernel, so fewer sets mean fewer compilations.
+with ``nogil=True`` and ``error_model="numpy"``, as the Adam kernels of
+:mod:`skbinvi._optim`: Numba compiles its own helpers (``np.empty``,
+``min``, ...) once per set of flags of the calling kernel, so one set
+means one compilation each; and a division then has no zero check (a
+division by zero gives inf or NaN, which the estimator's checks of its
+parameters and ELBO report, instead of raising ``ZeroDivisionError``),
+which is less code to compile and leaves the loops free to vectorize.
 """
 
 import math
@@ -58,7 +61,7 @@ from .._math import (
 from .._numba import balanced_parts, njit, parallel_pays, part_count, run_parts
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def _gather_dots(x, A, indices, start, stop, bias, out):
     """``out[j - start] = bias[i] + sum_k A[i, k] * x[k]`` for ``i = indices[j]``.
 
@@ -100,7 +103,7 @@ def _gather_dots(x, A, indices, start, stop, bias, out):
         j += 1
 
 
-@njit(inline="always")
+@njit(error_model="numpy", inline="always")
 def _negative_and_kl(indptr, indices, theta, leak, leak_sum, colsum, logit_q,
                      logit_prior, softplus_prior, n, active_sum, q_row,
                      softplus_row, work):
@@ -221,7 +224,7 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     _relaxed_features(0, D, colptr, entry, row_of, fp, zs, q, g_theta, g_leak)
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def column_entries(indptr, indices, n_columns):
     """The stored entries of a CSR batch grouped by column, in row order.
 
@@ -249,7 +252,7 @@ def column_entries(indptr, indices, n_columns):
     return colptr, entry, row_of
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def _relaxed_rows(lo, hi, longest, indptr, indices, theta, leak, colsum, leak_sum,
                   logit_q, logit_prior, uniforms, temperature, fp, zs_all, q_all,
                   g_logit_q, elbo_relaxed, elbo_discrete):
@@ -352,7 +355,7 @@ def _relaxed_totals(q_all, logit_prior, g_theta_dense, g_logit_prior):
     np.negative(g_theta_dense, out=g_theta_dense)
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def _column_totals(a, out):
     """``out[k] = sum_n a[n, k]``, the sum taken in row order (``a`` (B, K))."""
     B, K = a.shape
@@ -363,7 +366,7 @@ def _column_totals(a, out):
             out[k] += a[n, k]
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def _relaxed_features(lo, hi, colptr, entry, row_of, fp, zs_all, q_all, g_theta,
                       g_leak):
     """The feature pass of :func:`relaxed_elbo_grad` for features lo..hi-1.
@@ -410,7 +413,7 @@ def _longest_row(indptr):
 _HASH_MULTIPLIER = -7046029254386353131
 
 
-@njit(inline="always")
+@njit(error_model="numpy", inline="always")
 def _uniform_range(uniforms):
     """Smallest and largest of the S uniforms of every cause (shape (S, K))."""
     K = uniforms.shape[1]
@@ -425,7 +428,7 @@ def _uniform_range(uniforms):
     return umin, umax
 
 
-@njit(inline="always")
+@njit(error_model="numpy", inline="always")
 def _sample_groups(q, uniforms, umin, umax, keys, group, rep):
     """Group the exact samples ``z_sk = 1{uniforms[s, k] < q_k}`` of one row.
 
@@ -488,7 +491,7 @@ def _sample_groups(q, uniforms, umin, umax, keys, group, rep):
     return n_groups
 
 
-@njit(inline="always")
+@njit(error_model="numpy", inline="always")
 def _add_row(total, row):
     """``total[:] += row[:total.size]`` in place (a loop that compiles to SIMD)."""
     for j in range(total.shape[0]):
@@ -538,7 +541,7 @@ def discrete_elbo(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
                          uniforms, out)
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def _discrete_elbo_range(lo, hi, longest, indptr, indices, theta, leak, colsum,
                          leak_sum, logit_q, logit_prior, uniforms, out):
     """:func:`discrete_elbo` of the rows lo..hi-1, with scratch sized for rows
@@ -660,7 +663,7 @@ def acp_psi(indptr, indices, hidden, coef_out, intercept_out, pre_out, psi_out):
                    intercept_out, pre_out, psi_out)
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def _acp_psi_range(lo, hi, indptr, indices, hidden, coef_out, intercept_out, pre_out,
                    psi_out):
     """:func:`acp_psi` of the rows lo..hi-1."""
@@ -691,7 +694,7 @@ def acp_logits(indptr, indices, psi, theta, colsum, logit_prior, out):
                       logit_prior, out)
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def _acp_logits_range(lo, hi, indptr, indices, psi, theta, colsum, logit_prior, out):
     """:func:`acp_logits` of the rows lo..hi-1."""
     K = theta.shape[1]
@@ -735,7 +738,7 @@ def acp_backward(indptr, indices, g_logit_q, psi, pre, theta, hidden, coef_out,
                            g_theta, g_coef_out, g_intercept_out)
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def _acp_backward_rows(lo, hi, longest, indptr, indices, g_logit_q, pre, theta,
                        coef_out, g_pre, g_hidden):
     """The row pass of :func:`acp_backward` for rows lo..hi-1: ``g_pre[j]``,
@@ -763,7 +766,7 @@ def _acp_backward_totals(g_logit_q, g_theta_dense):
     g_theta_dense -= g_total
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def _acp_backward_features(lo, hi, colptr, entry, row_of, g_logit_q, psi, hidden,
                            g_pre, g_theta, g_coef_out, g_intercept_out):
     """The feature pass of :func:`acp_backward` for features lo..hi-1: adds
@@ -795,7 +798,7 @@ def _acp_backward_features(lo, hi, colptr, entry, row_of, g_logit_q, psi, hidden
 _E_MAX = 1.0 - 1e-12
 
 
-@njit(inline="always")
+@njit(error_model="numpy", inline="always")
 def _row_exp_theta(indptr, indices, theta, n, exp_theta, scratch, work):
     """``exp_theta[j, k] = exp(-theta[i_j, k])``, i_j the active features of row n.
 
@@ -813,7 +816,7 @@ def _row_exp_theta(indptr, indices, theta, n, exp_theta, scratch, work):
     exp_array(flat, exp_theta.reshape(-1)[:n_active * K], work)
 
 
-@njit(inline="always")
+@njit(error_model="numpy", inline="always")
 def _row_samples(logit_q_row, uniforms, q, zs):
     """Exact samples ``zs[s, k] = 1{uniforms[s, k] < q_k}`` (0.0/1.0) of one row.
 
@@ -928,7 +931,7 @@ def _local_targets_row(indptr, indices, theta, leak, colsum, logit_prior, zs, n,
         out[k] += logit_prior[k] - colsum[k]
 
 
-@njit(inline="always")
+@njit(error_model="numpy", inline="always")
 def _local_scratch(indptr, n_rows, S, K):
     """Scratch arrays of :func:`_local_targets_row` for rows 0..n_rows-1.
 
@@ -1007,7 +1010,7 @@ def _local_optimize_range(lo, hi, indptr, indices, theta, leak, colsum, logit_pr
     return most
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def importance_log_likelihood(indptr, indices, theta, leak, colsum, leak_sum,
                               logit_q, logit_prior, uniforms, out):
     """Importance-sampling estimate of log p(x) per row, q as the proposal.
@@ -1053,7 +1056,7 @@ def importance_log_likelihood(indptr, indices, theta, leak, colsum, leak_sum,
         out[n] = top + math.log(total / S)
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def log_importance_weights(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
                            logit_prior, n, uniforms, active_sum, z, log_w):
     """Log importance weights ``log p(x, z_s) - log q(z_s | x)`` of row n.
