@@ -235,12 +235,18 @@ def column_entries(indptr, indices, n_columns):
     """
     B = indptr.shape[0] - 1
     nnz = indptr[B]
-    colptr = np.zeros(n_columns + 1, dtype=np.int64)
+    # np.empty and loops rather than np.zeros and .copy(): Numba compiles
+    # np.empty for the other kernels anyway
+    colptr = np.empty(n_columns + 1, dtype=np.int64)
+    for i in range(n_columns + 1):
+        colptr[i] = 0
     for j in range(indptr[0], nnz):
         colptr[indices[j] + 1] += 1
     for i in range(n_columns):
         colptr[i + 1] += colptr[i]
-    fill = colptr[:n_columns].copy()
+    fill = np.empty(n_columns, dtype=np.int64)
+    for i in range(n_columns):
+        fill[i] = colptr[i]
     entry = np.empty(nnz - indptr[0], dtype=np.int64)
     row_of = np.empty(nnz, dtype=np.int64)
     for n in range(B):
@@ -744,7 +750,9 @@ def _acp_backward_rows(lo, hi, longest, indptr, indices, g_logit_q, pre, theta,
     """The row pass of :func:`acp_backward` for rows lo..hi-1: ``g_pre[j]``,
     the gradient of entry j's pre-activation, and the rows of ``g_hidden``."""
     H = g_hidden.shape[1]
-    zeros = np.zeros(theta.shape[0])
+    zeros = np.empty(theta.shape[0])  # (np.empty compiles for other kernels)
+    for i in range(theta.shape[0]):
+        zeros[i] = 0.0
     g_psi = np.empty(longest)
     for n in range(lo, hi):
         g_hidden[n] = 0.0
