@@ -5,11 +5,19 @@ them (SIMD): :func:`softplus_sigmoid`, :func:`log1mexp_array`,
 :func:`log_array` and :func:`exp_array` (exp and log as in fdlibm, with no
 call to the C math library, which the compiler cannot vectorize). Every
 function here is tested against its SciPy/NumPy counterpart in
-``tests/test_math.py`` over extreme arguments. The ``_*_block`` helpers are
-ordinary jitted functions, each compiled once with its own flags and
-inlined by LLVM into the array functions that call them (Numba's own
-``inline="always"`` re-typed and re-lowered them in every caller: slower to
-compile, and ``log_array`` ran 2.5 times slower that way).
+``tests/test_math.py`` over extreme arguments. Each array function walks
+its input a block of entries at a time itself, and calls only the two
+helpers that several of them share (:func:`_exp_block`, :func:`_frexp_block`)
+and the scalar :func:`_log_reduced`: these are ordinary jitted functions,
+each compiled once with its own flags and inlined by LLVM into the
+functions that call them (Numba's own ``inline="always"`` re-typed and
+re-lowered them in every caller: slower to compile, and ``log_array`` ran
+2.5 times slower that way). Every jitted function that a kernel calls is
+compiled again, with its own callees, into that kernel's machine code, so
+few and flat helpers keep the first compilation short; for the same
+reason they clamp with conditional expressions rather than ``min`` and
+``max``, whose implementations Numba compiles once per set of compiler
+flags.
 """
 
 import math
@@ -94,38 +102,50 @@ _TWO52_BITS = 0x4330000000000000
 SOFTPLUS_BLOCK = 1024
 
 
-@njit(error_model="numpy", fastmath={"contract"})
-def _exp_block(a, out, work):
-    """``out = exp(a)`` for ``a <= 0``, vectorized; at most ``work.shape[1]`` entries.
+def _exp_rows(a, out, work):
+    """``out = exp(a)`` for ``a <= 0``, vectorized, ``work.shape[1]`` entries at a time.
 
     fdlibm's e_exp.c without its branches: exp(a) = exp(r) 2**k with
     k = round(a / ln 2), |r| <= ln(2) / 2 (Cody-Waite reduction), exp(r) by
     its rational approximation (< 1 ulp), and 2**k as a product of two
     powers of two built from their bits, so that subnormal results round
-    once. ``work`` is C-contiguous float64 scratch of shape (2, B).
+    once. ``work`` is C-contiguous float64 scratch of shape (2, B). The
+    Python function behind :func:`_exp_block` and :func:`exp_array`.
     """
     n = a.shape[0]
+    block = work.shape[1]
     scale1 = work[0]
     scale2 = work[1]
-    for t in range(n):
-        x = max(a[t], -746.0)  # exp(-746) rounds to 0
-        k = (x * _LOG2E + _ROUND) - _ROUND
-        hi = x - k * _LN2_HI
-        lo = k * _LN2_LO
-        r = hi - lo
-        r2 = r * r
-        c = r - r2 * (_P1 + r2 * (_P2 + r2 * (_P3 + r2 * (_P4 + r2 * _P5))))
-        out[t] = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
-        # 2**k as 2**k1 * 2**(k - k1): both factors normal down to k = -1076,
-        # so the product rounds once, to the right subnormal if need be
-        k1 = (0.5 * k + _ROUND) - _ROUND
-        scale1[t] = k1 + _EXPONENT_BIAS
-        scale2[t] = (k - k1) + _EXPONENT_BIAS
-    for t in range(n):
-        scale1[t] = _from_bits((_bits(scale1[t]) - _TWO52_BITS) << 52)
-        scale2[t] = _from_bits((_bits(scale2[t]) - _TWO52_BITS) << 52)
-    for t in range(n):
-        out[t] = out[t] * scale1[t] * scale2[t]
+    for start in range(0, n, block):
+        stop = start + block if start + block < n else n
+        # the block as views indexed from 0 (the loops then vectorize)
+        a_b = a[start:stop]
+        out_b = out[start:stop]
+        for t in range(stop - start):
+            x = -746.0 if a_b[t] < -746.0 else a_b[t]  # exp(-746) rounds to 0
+            k = (x * _LOG2E + _ROUND) - _ROUND
+            hi = x - k * _LN2_HI
+            lo = k * _LN2_LO
+            r = hi - lo
+            r2 = r * r
+            c = r - r2 * (_P1 + r2 * (_P2 + r2 * (_P3 + r2 * (_P4 + r2 * _P5))))
+            out_b[t] = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
+            # 2**k as 2**k1 * 2**(k - k1): both factors normal down to
+            # k = -1076, so the product rounds once, to the right subnormal
+            # if need be
+            k1 = (0.5 * k + _ROUND) - _ROUND
+            scale1[t] = k1 + _EXPONENT_BIAS
+            scale2[t] = (k - k1) + _EXPONENT_BIAS
+        for t in range(stop - start):
+            scale1[t] = _from_bits((_bits(scale1[t]) - _TWO52_BITS) << 52)
+            scale2[t] = _from_bits((_bits(scale2[t]) - _TWO52_BITS) << 52)
+        for t in range(stop - start):
+            out_b[t] = out_b[t] * scale1[t] * scale2[t]
+
+
+#: :func:`_exp_rows` with FMA contraction, as :func:`softplus_sigmoid` and
+#: :func:`log1mexp_array` have always computed their exponentials.
+_exp_block = njit(error_model="numpy", fastmath={"contract"})(_exp_rows)
 
 
 @njit(error_model="numpy", fastmath={"contract"})
@@ -161,26 +181,6 @@ def _log_reduced(f, j):
 
 
 @njit(error_model="numpy", fastmath={"contract"})
-def _softplus_sigmoid_block(x, value, slope, work):
-    """:func:`softplus_sigmoid` on at most ``work.shape[1]`` entries."""
-    n = x.shape[0]
-    e_all = work[0]
-    for t in range(n):
-        value[t] = -abs(x[t])
-    _exp_block(value, e_all, work[1:])  # exp(-|x|)
-    # log1p(e), e in [0, 1]
-    for t in range(n):
-        e = e_all[t]
-        lp = _log_reduced(e, 0.0)
-        xt = x[t]
-        sp = max(xt, 0.0) + lp
-        sg = (1.0 if xt >= 0.0 else e) / (1.0 + e)
-        # NaN stays NaN (the clamp above would have lost it)
-        value[t] = sp if xt == xt else xt
-        slope[t] = sg if xt == xt else xt
-
-
-@njit(error_model="numpy", fastmath={"contract"})
 def softplus_sigmoid(x, value, slope, work):
     """``value = softplus(x)`` and ``slope = sigmoid(x)`` elementwise, vectorized.
 
@@ -210,10 +210,25 @@ def softplus_sigmoid(x, value, slope, work):
     """
     n = x.shape[0]
     block = work.shape[1]
+    e_all = work[0]
     for start in range(0, n, block):
-        stop = min(start + block, n)
-        _softplus_sigmoid_block(x[start:stop], value[start:stop],
-                                slope[start:stop], work)
+        stop = start + block if start + block < n else n
+        x_b = x[start:stop]
+        value_b = value[start:stop]
+        slope_b = slope[start:stop]
+        for t in range(stop - start):
+            value_b[t] = -abs(x_b[t])
+        _exp_block(value_b, e_all, work[1:])  # exp(-|x|)
+        # log1p(e), e in [0, 1]
+        for t in range(stop - start):
+            e = e_all[t]
+            lp = _log_reduced(e, 0.0)
+            xt = x_b[t]
+            sp = (0.0 if xt < 0.0 else xt) + lp
+            sg = (1.0 if xt >= 0.0 else e) / (1.0 + e)
+            # NaN stays NaN (the clamp above would have lost it)
+            value_b[t] = sp if xt == xt else xt
+            slope_b[t] = sg if xt == xt else xt
 
 
 _LN2 = 0.6931471805599453
@@ -249,25 +264,6 @@ def _frexp_block(y, jf):
 
 
 @njit(error_model="numpy", fastmath={"contract"})
-def _log_block(y, out, work):
-    """:func:`log_array` on at most ``work.shape[1]`` entries."""
-    n = y.shape[0]
-    mantissa = work[0]
-    jf = work[1]
-    for t in range(n):
-        mantissa[t] = y[t]
-    _frexp_block(mantissa[:n], jf)
-    for t in range(n):
-        m = mantissa[t]
-        j = jf[t]
-        lv = _log_reduced(m - 1.0, j)
-        yt = y[t]
-        # as np.log: log 0 = -inf, log inf = inf, NaN below 0 and for NaN
-        out[t] = lv if 0.0 < yt < math.inf else (
-            -math.inf if yt == 0.0 else (yt if yt == math.inf else math.nan))
-
-
-@njit(error_model="numpy", fastmath={"contract"})
 def log_array(y, out, work):
     """``out = log(y)`` elementwise, vectorized.
 
@@ -291,100 +287,49 @@ def log_array(y, out, work):
     """
     n = y.shape[0]
     block = work.shape[1]
+    mantissa = work[0]
+    jf = work[1]
     for start in range(0, n, block):
-        stop = min(start + block, n)
-        _log_block(y[start:stop], out[start:stop], work)
+        stop = start + block if start + block < n else n
+        y_b = y[start:stop]
+        out_b = out[start:stop]
+        for t in range(stop - start):
+            mantissa[t] = y_b[t]
+        _frexp_block(mantissa[:stop - start], jf)
+        for t in range(stop - start):
+            m = mantissa[t]
+            j = jf[t]
+            lv = _log_reduced(m - 1.0, j)
+            yt = y_b[t]
+            # as np.log: log 0 = -inf, log inf = inf, NaN below 0 and for NaN
+            out_b[t] = lv if 0.0 < yt < math.inf else (
+                -math.inf if yt == 0.0 else (yt if yt == math.inf else math.nan))
 
 
-def _renamed(function, name):
+def _renamed(function, name, doc):
     """A copy of a Python function under another name (and Numba cache entry)."""
     copy = types.FunctionType(function.__code__, function.__globals__, name,
                               function.__defaults__, function.__closure__)
     copy.__qualname__ = name
-    copy.__doc__ = function.__doc__
+    copy.__doc__ = doc
     return copy
 
 
-# exp_array's own compilation of _exp_block: without FMA contraction, as
-# exp_array has always been compiled (its results are unchanged to the bit).
-# A renamed copy: Numba's cache keys an entry by the function's name and
-# signature, not by its flags.
-_exp_block_exact = njit(error_model="numpy")(_renamed(_exp_block.py_func,
-                                                      "_exp_block_exact"))
+# exp_array is _exp_rows without FMA contraction, as exp_array has always
+# been compiled (its results are unchanged to the bit). A renamed copy:
+# Numba's cache keys an entry by the function's name and signature, not by
+# its flags.
+exp_array = njit(error_model="numpy")(_renamed(_exp_rows, "exp_array", """\
+``out = exp(a)`` elementwise for ``a <= 0``, vectorized.
 
-
-@njit(error_model="numpy")
-def exp_array(a, out, work):
-    """``out = exp(a)`` elementwise for ``a <= 0``, vectorized.
-
-    The exponential of :func:`softplus_sigmoid` on its own: equivalent to
-    ``np.exp(a)`` for a in [-inf, 0] to within 1 unit in the last place
-    (subnormal results to within the smallest subnormal). ``a`` and ``out``
-    are float64 arrays of shape (n,) that may not alias, ``work`` float64
-    scratch of shape (2, B) (B entries at a time). Positive arguments are
-    outside the domain (wrong results, no error): the callers pass -theta,
-    theta >= 0. Tested with :func:`log_array`.
-    """
-    for start in range(0, a.shape[0], work.shape[1]):
-        stop = min(start + work.shape[1], a.shape[0])
-        _exp_block_exact(a[start:stop], out[start:stop], work)
-
-
-@njit(error_model="numpy", fastmath={"contract"})
-def _log1mexp_block(u, value, deriv, work):
-    """:func:`log1mexp_array` on at most ``work.shape[1]`` entries."""
-    n = u.shape[0]
-    e = work[0]
-    y = work[1]
-    jf = work[2]
-    fl = work[3]
-    for t in range(n):
-        y[t] = -u[t]
-    _exp_block(y[:n], e, work[4:])  # exp(-u)
-    # Maechler (2012): log(1 - e^-u) = log(-expm1(-u)) below ln 2 and
-    # log1p(-e^-u) above. Below, y = -expm1(-u) by the Taylor series of
-    # expm1(x) / x to x**17 (truncation < 2e-20 relative for |x| <= ln 2), and
-    # log y from its bits (subnormal y scaled by 2**54); above, log(1 + f)
-    # with f = -e^-u directly.
-    for t in range(n):
-        x = -u[t]
-        c = 1.5619206968586225e-16
-        c = 2.8114572543455206e-15 + x * c
-        c = 4.779477332387385e-14 + x * c
-        c = 7.647163731819816e-13 + x * c
-        c = 1.1470745597729725e-11 + x * c
-        c = 1.6059043836821613e-10 + x * c
-        c = 2.08767569878681e-09 + x * c
-        c = 2.505210838544172e-08 + x * c
-        c = 2.755731922398589e-07 + x * c
-        c = 2.7557319223985893e-06 + x * c
-        c = 2.48015873015873e-05 + x * c
-        c = 0.0001984126984126984 + x * c
-        c = 0.001388888888888889 + x * c
-        c = 0.008333333333333333 + x * c
-        c = 0.041666666666666664 + x * c
-        c = 0.16666666666666666 + x * c
-        c = 0.5 + x * c
-        c = 1.0 + x * c
-        large = u[t] >= _LN2
-        et = e[t]
-        yt = 1.0 - et if large else (-x) * c
-        # d/du log(1 - e^-u) = e^-u / (1 - e^-u) = 1 / expm1(u)
-        deriv[t] = et / yt
-        y[t] = 1.0 if large else yt
-        fl[t] = -et
-    _frexp_block(y[:n], jf)
-    # log(1 + f) + j ln 2: below ln 2, 1 + f = m in [sqrt(1/2), sqrt(2))
-    # (f exact); above, f = -e^-u and j = 0
-    for t in range(n):
-        m = y[t]
-        j = jf[t]
-        f = fl[t] if u[t] >= _LN2 else m - 1.0
-        lv = _log_reduced(f, j)
-        # u <= 0: -inf and +inf as log1mexp and dlog1mexp; NaN stays NaN
-        ut = u[t]
-        value[t] = lv if ut > 0.0 else (-math.inf if ut <= 0.0 else ut)
-        deriv[t] = deriv[t] if ut > 0.0 else (math.inf if ut <= 0.0 else ut)
+The exponential of :func:`softplus_sigmoid` on its own: equivalent to
+``np.exp(a)`` for a in [-inf, 0] to within 1 unit in the last place
+(subnormal results to within the smallest subnormal). ``a`` and ``out``
+are float64 arrays of shape (n,) that may not alias, ``work`` float64
+scratch of shape (2, B) (B entries at a time). Positive arguments are
+outside the domain (wrong results, no error): the callers pass -theta,
+theta >= 0. Tested with :func:`log_array`.
+"""))
 
 
 @njit(error_model="numpy", fastmath={"contract"})
@@ -418,9 +363,63 @@ def log1mexp_array(u, value, deriv, work):
     """
     n = u.shape[0]
     block = work.shape[1]
+    e = work[0]
+    y = work[1]
+    jf = work[2]
+    fl = work[3]
     for start in range(0, n, block):
-        stop = min(start + block, n)
-        _log1mexp_block(u[start:stop], value[start:stop], deriv[start:stop], work)
+        stop = start + block if start + block < n else n
+        m = stop - start
+        u_b = u[start:stop]
+        value_b = value[start:stop]
+        deriv_b = deriv[start:stop]
+        for t in range(m):
+            y[t] = -u_b[t]
+        _exp_block(y[:m], e, work[4:])  # exp(-u)
+        # Maechler (2012): log(1 - e^-u) = log(-expm1(-u)) below ln 2 and
+        # log1p(-e^-u) above. Below, y = -expm1(-u) by the Taylor series of
+        # expm1(x) / x to x**17 (truncation < 2e-20 relative for |x| <= ln 2),
+        # and log y from its bits (subnormal y scaled by 2**54); above,
+        # log(1 + f) with f = -e^-u directly.
+        for t in range(m):
+            x = -u_b[t]
+            c = 1.5619206968586225e-16
+            c = 2.8114572543455206e-15 + x * c
+            c = 4.779477332387385e-14 + x * c
+            c = 7.647163731819816e-13 + x * c
+            c = 1.1470745597729725e-11 + x * c
+            c = 1.6059043836821613e-10 + x * c
+            c = 2.08767569878681e-09 + x * c
+            c = 2.505210838544172e-08 + x * c
+            c = 2.755731922398589e-07 + x * c
+            c = 2.7557319223985893e-06 + x * c
+            c = 2.48015873015873e-05 + x * c
+            c = 0.0001984126984126984 + x * c
+            c = 0.001388888888888889 + x * c
+            c = 0.008333333333333333 + x * c
+            c = 0.041666666666666664 + x * c
+            c = 0.16666666666666666 + x * c
+            c = 0.5 + x * c
+            c = 1.0 + x * c
+            large = u_b[t] >= _LN2
+            et = e[t]
+            yt = 1.0 - et if large else (-x) * c
+            # d/du log(1 - e^-u) = e^-u / (1 - e^-u) = 1 / expm1(u)
+            deriv_b[t] = et / yt
+            y[t] = 1.0 if large else yt
+            fl[t] = -et
+        _frexp_block(y[:m], jf)
+        # log(1 + f) + j ln 2: below ln 2, 1 + f = m in [sqrt(1/2), sqrt(2))
+        # (f exact); above, f = -e^-u and j = 0
+        for t in range(m):
+            mt = y[t]
+            j = jf[t]
+            f = fl[t] if u_b[t] >= _LN2 else mt - 1.0
+            lv = _log_reduced(f, j)
+            # u <= 0: -inf and +inf as log1mexp and dlog1mexp; NaN stays NaN
+            ut = u_b[t]
+            value_b[t] = lv if ut > 0.0 else (-math.inf if ut <= 0.0 else ut)
+            deriv_b[t] = deriv_b[t] if ut > 0.0 else (math.inf if ut <= 0.0 else ut)
 
 
 @njit

@@ -29,13 +29,18 @@ entry points (:func:`discrete_elbo`, :func:`relaxed_elbo_grad`, ...) are
 Python functions that call the same jitted range kernels as their threaded
 ``*_rows`` forms, so each pass compiles once; helpers used by few kernels
 are inlined (``inline="always"``, compiled with the flags of the kernel
-that inlines them: those that divide with ``error_model="numpy"`` are
-inlined into kernels compiled with it); and no kernel uses NumPy's sorts
+that inlines them); no kernel uses NumPy's sorts
 or array-to-array slice assignments, which compile slowly in Numba (the
-latter with the formatting of its error message). Every kernel is compiled
-with ``nogil=True`` (with or without ``error_model="numpy"``): Numba
-compiles its own helpers (``np.empty``, ``min``, ...) once per set of
-flags of the calling kernel, so fewer sets mean fewer compilations.
+latter with the formatting of its error message), and work that NumPy does
+in the same order of operations stays in NumPy (:func:`compact_columns`,
+the sums over the rows of the gradients). Every kernel is compiled
+with ``nogil=True`` and ``error_model="numpy"``, as the Adam kernels of
+:mod:`skbinvi._optim`: Numba compiles its own helpers (``np.empty``,
+``min``, ...) once per set of flags of the calling kernel, so one set
+means one compilation each; and a division then has no zero check (a
+division by zero gives inf or NaN, which the estimator's checks of its
+parameters and ELBO report, instead of raising ``ZeroDivisionError``),
+which is less code to compile and leaves the loops free to vectorize.
 """
 
 import math
@@ -56,7 +61,7 @@ from .._math import (
 from .._numba import balanced_parts, njit, parallel_pays, part_count, run_parts
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def _gather_dots(x, A, indices, start, stop, bias, out):
     """``out[j - start] = bias[i] + sum_k A[i, k] * x[k]`` for ``i = indices[j]``.
 
@@ -98,7 +103,7 @@ def _gather_dots(x, A, indices, start, stop, bias, out):
         j += 1
 
 
-@njit(inline="always")
+@njit(error_model="numpy", inline="always")
 def _negative_and_kl(indptr, indices, theta, leak, leak_sum, colsum, logit_q,
                      logit_prior, softplus_prior, n, active_sum, q_row,
                      softplus_row, work):
@@ -219,7 +224,7 @@ def relaxed_elbo_grad(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
     _relaxed_features(0, D, colptr, entry, row_of, fp, zs, q, g_theta, g_leak)
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def column_entries(indptr, indices, n_columns):
     """The stored entries of a CSR batch grouped by column, in row order.
 
@@ -230,12 +235,18 @@ def column_entries(indptr, indices, n_columns):
     """
     B = indptr.shape[0] - 1
     nnz = indptr[B]
-    colptr = np.zeros(n_columns + 1, dtype=np.int64)
+    # np.empty and loops rather than np.zeros and .copy(): Numba compiles
+    # np.empty for the other kernels anyway
+    colptr = np.empty(n_columns + 1, dtype=np.int64)
+    for i in range(n_columns + 1):
+        colptr[i] = 0
     for j in range(indptr[0], nnz):
         colptr[indices[j] + 1] += 1
     for i in range(n_columns):
         colptr[i + 1] += colptr[i]
-    fill = colptr[:n_columns].copy()
+    fill = np.empty(n_columns, dtype=np.int64)
+    for i in range(n_columns):
+        fill[i] = colptr[i]
     entry = np.empty(nnz - indptr[0], dtype=np.int64)
     row_of = np.empty(nnz, dtype=np.int64)
     for n in range(B):
@@ -247,7 +258,7 @@ def column_entries(indptr, indices, n_columns):
     return colptr, entry, row_of
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def _relaxed_rows(lo, hi, longest, indptr, indices, theta, leak, colsum, leak_sum,
                   logit_q, logit_prior, uniforms, temperature, fp, zs_all, q_all,
                   g_logit_q, elbo_relaxed, elbo_discrete):
@@ -344,25 +355,24 @@ def _relaxed_totals(q_all, logit_prior, g_theta_dense, g_logit_prior):
     K = logit_prior.shape[0]
     prior = np.empty(K)
     softplus_sigmoid(logit_prior, np.empty(K), prior, np.empty((3, SOFTPLUS_BLOCK)))
-    _row_totals(q_all, prior, g_theta_dense, g_logit_prior)
+    _column_totals(q_all - prior, g_logit_prior)
+    _column_totals(q_all, g_theta_dense)
+    # dense part: every feature is inactive unless added back
+    np.negative(g_theta_dense, out=g_theta_dense)
 
 
-@njit(nogil=True)
-def _row_totals(q_all, prior, g_theta_dense, g_logit_prior):
-    """:func:`_relaxed_totals` given ``prior`` = mu (K,)."""
-    B, K = q_all.shape
-    q_total = np.zeros(K)
-    g_logit_prior[:] = 0.0
+@njit(error_model="numpy", nogil=True)
+def _column_totals(a, out):
+    """``out[k] = sum_n a[n, k]``, the sum taken in row order (``a`` (B, K))."""
+    B, K = a.shape
+    for k in range(K):
+        out[k] = 0.0
     for n in range(B):
         for k in range(K):
-            g_logit_prior[k] += q_all[n, k] - prior[k]
-            q_total[k] += q_all[n, k]
-    # dense part: every feature is inactive unless added back below
-    for k in range(K):
-        g_theta_dense[k] = -q_total[k]
+            out[k] += a[n, k]
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def _relaxed_features(lo, hi, colptr, entry, row_of, fp, zs_all, q_all, g_theta,
                       g_leak):
     """The feature pass of :func:`relaxed_elbo_grad` for features lo..hi-1.
@@ -404,7 +414,12 @@ def _longest_row(indptr):
     return max(1, int(np.diff(indptr).max(initial=0)))
 
 
-@njit(inline="always")
+# 2**64 divided by the golden ratio, as a signed int64 (Knuth's
+# multiplicative hashing, in _sample_groups)
+_HASH_MULTIPLIER = -7046029254386353131
+
+
+@njit(error_model="numpy", inline="always")
 def _uniform_range(uniforms):
     """Smallest and largest of the S uniforms of every cause (shape (S, K))."""
     K = uniforms.shape[1]
@@ -419,7 +434,7 @@ def _uniform_range(uniforms):
     return umin, umax
 
 
-@njit(inline="always")
+@njit(error_model="numpy", inline="always")
 def _sample_groups(q, uniforms, umin, umax, keys, group, rep):
     """Group the exact samples ``z_sk = 1{uniforms[s, k] < q_k}`` of one row.
 
@@ -429,12 +444,14 @@ def _sample_groups(q, uniforms, umin, umax, keys, group, rep):
     ``q_k > umax_k`` on in every sample; the others ("free") are packed as
     bits into ``keys`` (S,), and the samples are grouped by key: ``group[s]``
     is the group of sample s and ``rep[g]`` the first sample of group g (all
-    three int64, shape (S,); ``keys`` is scratch, left sorted). The groups
-    are numbered by increasing key. Returns the number G of groups. Two
+    three int64, shape (S,); ``keys`` is scratch, left holding the key of
+    each sample). The groups are numbered in the order of their first
+    sample, through a hash table of the keys (multiplicative hashing, linear
+    probing, at least 2 S slots). Returns the number G of groups. Two
     samples share a group only if they are equal, so a function of the
     sample evaluated once per group is exact. With more than 62 free causes
     the samples are left ungrouped (G = S; equal samples are then
-    improbable). Cost O(S K + S log S).
+    improbable). Cost O(S K) (expected).
     """
     S, K = uniforms.shape
     for s in range(S):
@@ -457,63 +474,30 @@ def _sample_groups(q, uniforms, umin, umax, keys, group, rep):
             group[t] = 0
         rep[0] = 0
         return 1
-    # the samples by increasing key, equal keys by increasing index
-    order = np.empty(S, dtype=np.int64)
-    for t in range(S):
-        order[t] = t
-    _merge_sort(keys, order)
+    size = 2
+    bits = 1
+    while size < 2 * S:
+        size *= 2
+        bits += 1
+    slot = np.empty(size, dtype=np.int64)  # group of the key there, or -1
+    for h in range(size):
+        slot[h] = -1
     n_groups = 0
-    previous = np.int64(-1)
-    for idx in range(S):
-        t = order[idx]
-        if keys[idx] != previous:
+    for t in range(S):
+        key = keys[t]
+        # the top bits of key * (2**64 / golden ratio), modulo 2**64
+        h = ((key * _HASH_MULTIPLIER) >> (64 - bits)) & (size - 1)
+        while slot[h] >= 0 and keys[rep[slot[h]]] != key:
+            h = (h + 1) & (size - 1)
+        if slot[h] < 0:
+            slot[h] = n_groups
             rep[n_groups] = t
             n_groups += 1
-            previous = keys[idx]
-        group[t] = n_groups - 1
+        group[t] = slot[h]
     return n_groups
 
 
-@njit(inline="always")
-def _merge_sort(keys, payload):
-    """Sort ``keys`` in place, stably, and reorder ``payload`` alike.
-
-    ``keys`` and ``payload`` are C-contiguous int64 arrays of the same
-    length. A bottom-up merge sort, O(n log n): with ``payload`` = 0..n-1 it
-    becomes ``np.argsort(keys, kind="stable")``. Plain loops, which Numba
-    compiles in a fraction of the time of its ``np.sort`` and
-    ``np.argsort``.
-    """
-    n = keys.shape[0]
-    src_k, src_p = keys, payload
-    dst_k, dst_p = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    in_scratch = False
-    width = 1
-    while width < n:
-        for lo in range(0, n, 2 * width):
-            mid = min(lo + width, n)
-            hi = min(lo + 2 * width, n)
-            a, b = lo, mid
-            for t in range(lo, hi):
-                if b >= hi or (a < mid and src_k[a] <= src_k[b]):
-                    dst_k[t] = src_k[a]
-                    dst_p[t] = src_p[a]
-                    a += 1
-                else:
-                    dst_k[t] = src_k[b]
-                    dst_p[t] = src_p[b]
-                    b += 1
-        src_k, dst_k = dst_k, src_k
-        src_p, dst_p = dst_p, src_p
-        in_scratch = not in_scratch
-        width *= 2
-    if in_scratch:
-        for t in range(n):
-            keys[t] = src_k[t]
-            payload[t] = src_p[t]
-
-
-@njit(inline="always")
+@njit(error_model="numpy", inline="always")
 def _add_row(total, row):
     """``total[:] += row[:total.size]`` in place (a loop that compiles to SIMD)."""
     for j in range(total.shape[0]):
@@ -563,7 +547,7 @@ def discrete_elbo(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
                          uniforms, out)
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def _discrete_elbo_range(lo, hi, longest, indptr, indices, theta, leak, colsum,
                          leak_sum, logit_q, logit_prior, uniforms, out):
     """:func:`discrete_elbo` of the rows lo..hi-1, with scratch sized for rows
@@ -642,37 +626,26 @@ def _discrete_elbo_range(lo, hi, longest, indptr, indices, theta, leak, colsum,
         out[n] = exact + positive / S
 
 
-@njit(nogil=True)
 def compact_columns(indices, marker):
     """The distinct column indices of a minibatch, sorted, and the indices renumbered.
 
     Equivalent to ``np.unique(indices, return_inverse=True)`` (as int64) in
     O(nnz + A log A) for A distinct columns, against O(nnz log nnz) for the
-    sort of ``np.unique``. ``marker`` (n_features,) int64 must hold -1 at
-    every entry; it is used as scratch and left so.
+    sort of ``np.unique``: each column keeps one of its positions in
+    ``marker``, which picks one entry per distinct column, and only those A
+    are sorted. ``marker`` (n_features,) int64 must hold -1 at every entry;
+    it is used as scratch and left so.
 
     Returns ``features`` (A,) and ``local`` (nnz,), int64, with
     ``features[local] == indices``. Checked against ``np.unique`` in
     tests/test_noisy_or_kernels.py::test_compact_columns_matches_unique.
     """
-    nnz = indices.shape[0]
-    found = np.empty(nnz, dtype=np.int64)
-    A = 0
-    for j in range(nnz):
-        i = indices[j]
-        if marker[i] < 0:
-            marker[i] = 0
-            found[A] = i
-            A += 1
-    features = found[:A].copy()
-    _merge_sort(features, found[:A])  # found: scratch payload, not used again
-    for a in range(A):
-        marker[features[a]] = a
-    local = np.empty(nnz, dtype=np.int64)
-    for j in range(nnz):
-        local[j] = marker[indices[j]]
-    for a in range(A):
-        marker[features[a]] = -1
+    position = np.arange(indices.shape[0])
+    marker[indices] = position
+    features = np.sort(indices[marker[indices] == position]).astype(np.int64)
+    marker[features] = np.arange(features.shape[0])
+    local = marker[indices]
+    marker[features] = -1
     return features, local
 
 
@@ -696,7 +669,7 @@ def acp_psi(indptr, indices, hidden, coef_out, intercept_out, pre_out, psi_out):
                    intercept_out, pre_out, psi_out)
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def _acp_psi_range(lo, hi, indptr, indices, hidden, coef_out, intercept_out, pre_out,
                    psi_out):
     """:func:`acp_psi` of the rows lo..hi-1."""
@@ -727,7 +700,7 @@ def acp_logits(indptr, indices, psi, theta, colsum, logit_prior, out):
                       logit_prior, out)
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def _acp_logits_range(lo, hi, indptr, indices, psi, theta, colsum, logit_prior, out):
     """:func:`acp_logits` of the rows lo..hi-1."""
     K = theta.shape[1]
@@ -771,13 +744,15 @@ def acp_backward(indptr, indices, g_logit_q, psi, pre, theta, hidden, coef_out,
                            g_theta, g_coef_out, g_intercept_out)
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def _acp_backward_rows(lo, hi, longest, indptr, indices, g_logit_q, pre, theta,
                        coef_out, g_pre, g_hidden):
     """The row pass of :func:`acp_backward` for rows lo..hi-1: ``g_pre[j]``,
     the gradient of entry j's pre-activation, and the rows of ``g_hidden``."""
     H = g_hidden.shape[1]
-    zeros = np.zeros(theta.shape[0])
+    zeros = np.empty(theta.shape[0])  # (np.empty compiles for other kernels)
+    for i in range(theta.shape[0]):
+        zeros[i] = 0.0
     g_psi = np.empty(longest)
     for n in range(lo, hi):
         g_hidden[n] = 0.0
@@ -792,19 +767,14 @@ def _acp_backward_rows(lo, hi, longest, indptr, indices, g_logit_q, pre, theta,
                 g_hidden[n, h] += g * coef_out[i, h]
 
 
-@njit(nogil=True)
 def _acp_backward_totals(g_logit_q, g_theta_dense):
     """``g_theta_dense -= sum_n g_logit_q[n]`` (the sum taken in row order)."""
-    B, K = g_logit_q.shape
-    g_total = np.zeros(K)
-    for n in range(B):
-        for k in range(K):
-            g_total[k] += g_logit_q[n, k]
-    for k in range(K):
-        g_theta_dense[k] -= g_total[k]
+    g_total = np.empty(g_logit_q.shape[1])
+    _column_totals(g_logit_q, g_total)
+    g_theta_dense -= g_total
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def _acp_backward_features(lo, hi, colptr, entry, row_of, g_logit_q, psi, hidden,
                            g_pre, g_theta, g_coef_out, g_intercept_out):
     """The feature pass of :func:`acp_backward` for features lo..hi-1: adds
@@ -836,7 +806,7 @@ def _acp_backward_features(lo, hi, colptr, entry, row_of, g_logit_q, psi, hidden
 _E_MAX = 1.0 - 1e-12
 
 
-@njit(inline="always")
+@njit(error_model="numpy", inline="always")
 def _row_exp_theta(indptr, indices, theta, n, exp_theta, scratch, work):
     """``exp_theta[j, k] = exp(-theta[i_j, k])``, i_j the active features of row n.
 
@@ -854,7 +824,7 @@ def _row_exp_theta(indptr, indices, theta, n, exp_theta, scratch, work):
     exp_array(flat, exp_theta.reshape(-1)[:n_active * K], work)
 
 
-@njit(inline="always")
+@njit(error_model="numpy", inline="always")
 def _row_samples(logit_q_row, uniforms, q, zs):
     """Exact samples ``zs[s, k] = 1{uniforms[s, k] < q_k}`` (0.0/1.0) of one row.
 
@@ -969,7 +939,7 @@ def _local_targets_row(indptr, indices, theta, leak, colsum, logit_prior, zs, n,
         out[k] += logit_prior[k] - colsum[k]
 
 
-@njit(inline="always")
+@njit(error_model="numpy", inline="always")
 def _local_scratch(indptr, n_rows, S, K):
     """Scratch arrays of :func:`_local_targets_row` for rows 0..n_rows-1.
 
@@ -1048,7 +1018,7 @@ def _local_optimize_range(lo, hi, indptr, indices, theta, leak, colsum, logit_pr
     return most
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def importance_log_likelihood(indptr, indices, theta, leak, colsum, leak_sum,
                               logit_q, logit_prior, uniforms, out):
     """Importance-sampling estimate of log p(x) per row, q as the proposal.
@@ -1094,7 +1064,7 @@ def importance_log_likelihood(indptr, indices, theta, leak, colsum, leak_sum,
         out[n] = top + math.log(total / S)
 
 
-@njit(nogil=True)
+@njit(error_model="numpy", nogil=True)
 def log_importance_weights(indptr, indices, theta, leak, colsum, leak_sum, logit_q,
                            logit_prior, n, uniforms, active_sum, z, log_w):
     """Log importance weights ``log p(x, z_s) - log q(z_s | x)`` of row n.
