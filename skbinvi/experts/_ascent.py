@@ -355,8 +355,8 @@ def _mabn_kernel(m, kp, mu0, f0, slope, root, grad):
             mm += m[i, j] * m[i, j]
         energy -= kp * sm
         if i >= 1:
-            q = max(i + ss - sumsq, 0.0)
-            root_q = np.sqrt(q)
+            q = i + ss - sumsq
+            root_q = math.sqrt(0.0 if 0.0 > q else q)
             z += f0 + slope[i] * root_q
             if root_q > 0.0:
                 coef[i] = slope[i] / root_q
@@ -749,14 +749,17 @@ def _ascend_kernel(mu, kappa, r, s, b, v, Q, lams, kappa_prior, mu0, f0, slope, 
     mb = np.empty((2, K))
     mqm = np.empty((2, K))
     sep = np.empty((2, K))
-    coupled = np.empty(2)
+    values = np.empty(2)
     for j in range(2):
         vmf_point_quantities_into(pf, kappa[j], coef, bes[j])
         _gamma_into(r[j], s[j], alpha1, alpha2, gam[j])
         _products_into(Q[j], b[j], mu[j], qm[j], mb[j], mqm[j])
-        coupled[j] = _set_parts(mu[j], v[j], bes[j], gam[j], mb[j], mqm[j], kappa_prior,
-                                mu0, f0, slope, root, gamma, lams[j], sep[j])
-    values = np.array([np.sum(sep[0]) + coupled[0], np.sum(sep[1]) + coupled[1]])
+        coupled = _set_parts(mu[j], v[j], bes[j], gam[j], mb[j], mqm[j], kappa_prior,
+                             mu0, f0, slope, root, gamma, lams[j], sep[j])
+        total = 0.0
+        for k in range(K):
+            total += sep[j, k]
+        values[j] = total + coupled
     start = values[0] + values[1]
     accepted = False
     g_mu, g_kappa, g_r, g_s = np.empty((K, p)), np.empty(K), np.empty(K), np.empty(K)
@@ -771,9 +774,9 @@ def _ascend_kernel(mu, kappa, r, s, b, v, Q, lams, kappa_prior, mu0, f0, slope, 
         round_start = values[0] + values[1]
         for blk in range(8):
             j, f = blk // 4, blk % 4
-            _set_gradient(mu[j], kappa[j], r[j], s[j], b[j], v[j], bes[j], gam[j], qm[j],
-                          mb[j], mqm[j], kappa_prior, mu0, f0, slope, root, gamma,
-                          lams[j], alpha1, alpha2, g_mu, g_kappa, g_r, g_s)
+            _set_gradient(mu[j], kappa[j], r[j], s[j], b[j], v[j], bes[j], gam[j],
+                          qm[j], mb[j], mqm[j], kappa_prior, mu0, f0, slope, root,
+                          gamma, lams[j], alpha1, alpha2, g_mu, g_kappa, g_r, g_s)
             # the scaled ascent direction of the block (_scaled_direction)
             any_ok = False
             for k in range(K):
@@ -832,7 +835,8 @@ def _ascend_kernel(mu, kappa, r, s, b, v, Q, lams, kappa_prior, mu0, f0, slope, 
                     else:
                         if f == 1:
                             x = kappa[j, k] * math.exp(hk * direction[k, 0])
-                            t_field[k] = min(max(x, KAPPA_MIN), KAPPA_MAX)
+                            x = KAPPA_MIN if KAPPA_MIN > x else x
+                            t_field[k] = KAPPA_MAX if KAPPA_MAX < x else x
                         elif f == 2:
                             t_field[k] = r[j, k] * math.exp(hk * direction[k, 0])
                         else:
@@ -850,9 +854,12 @@ def _ascend_kernel(mu, kappa, r, s, b, v, Q, lams, kappa_prior, mu0, f0, slope, 
                     x_r, x_s = (t_field, s[j]) if f == 2 else (r[j], t_field)
                     _gamma_into(x_r, x_s, alpha1, alpha2, t_gam)
                     x_gam = t_gam
-                cp = _set_parts(x_mu, v[j], x_bes, x_gam, x_mb, x_mqm, kappa_prior, mu0, f0,
-                                slope, root, gamma, lams[j], t_sep)
-                cand = np.sum(t_sep) + cp
+                cp = _set_parts(x_mu, v[j], x_bes, x_gam, x_mb, x_mqm, kappa_prior, mu0,
+                                f0, slope, root, gamma, lams[j], t_sep)
+                cand = 0.0
+                for k in range(K):
+                    cand += t_sep[k]
+                cand += cp
                 if math.isfinite(cand) and cand >= values[j]:
                     # element loops, not slice assignments (whose shape checks
                     # compile error-message formatting)
@@ -878,7 +885,8 @@ def _ascend_kernel(mu, kappa, r, s, b, v, Q, lams, kappa_prior, mu0, f0, slope, 
                     values[j] = cand
                     accepted = True
                     for k in range(K):
-                        steps[blk, k] = (min(2.0 * h[k], MAX_STEP) if live[k]
+                        x = 2.0 * h[k]
+                        steps[blk, k] = ((MAX_STEP if MAX_STEP < x else x) if live[k]
                                          else INIT_STEP * 1e-3)
                     break
                 n_bad = 0

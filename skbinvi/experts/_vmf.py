@@ -304,7 +304,9 @@ def _point_one(p, k, iv0, iv1, coef, out, i):
     d(A/kappa)/dkappa, entropy."""
     nu = 0.5 * p - 1.0
     c = 0.5 * (p - 1.0)
-    asym_from = max(_ASYM_KAPPA_MIN, _ASYM_KAPPA_PER_C * c)
+    asym_from = _ASYM_KAPPA_PER_C * c
+    if not asym_from > _ASYM_KAPPA_MIN:
+        asym_from = _ASYM_KAPPA_MIN
     half_log_2pi_p = 0.5 * p * _LOG_2PI
     small = 0.25 * k * k <= _SERIES_X_OVER_B * (nu + 1.0)
     mask0 = small or not (iv0 > _IVE_TINY)
