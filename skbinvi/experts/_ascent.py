@@ -335,10 +335,10 @@ def _mabn_kernel(m, kp, mu0, f0, slope, root, grad):
     (0 where Q_l = 0 and for l = 0).
     """
     K, p = m.shape
-    S = np.zeros((K, p))
-    for i in range(1, K):
-        for j in range(p):
-            S[i, j] = S[i - 1, j] + m[i - 1, j]
+    # one pass over the rows: S_i, the sums of the pass and sum_i m_i (each
+    # loop over the p coordinates fuses what would otherwise be separate ones)
+    S = np.empty((K, p))
+    total = np.zeros(p)
     energy = 0.0
     for j in range(p):
         energy += kp * mu0[j] * m[0, j]
@@ -350,9 +350,12 @@ def _mabn_kernel(m, kp, mu0, f0, slope, root, grad):
         sm = 0.0
         mm = 0.0
         for j in range(p):
-            ss += S[i, j] * S[i, j]
-            sm += S[i, j] * m[i, j]
+            s_ij = S[i - 1, j] + m[i - 1, j] if i > 0 else 0.0
+            S[i, j] = s_ij
+            ss += s_ij * s_ij
+            sm += s_ij * m[i, j]
             mm += m[i, j] * m[i, j]
+            total[j] += m[i, j]
         energy -= kp * sm
         if i >= 1:
             q = i + ss - sumsq
@@ -362,17 +365,12 @@ def _mabn_kernel(m, kp, mu0, f0, slope, root, grad):
                 coef[i] = slope[i] / root_q
         sumsq += mm
     if grad.shape[0] > 0:
-        total = np.zeros(p)
-        for i in range(K):
-            for j in range(p):
-                total[j] += m[i, j]
         tail_cs = np.zeros(p)
         tail_c = 0.0
         for i in range(K - 1, -1, -1):
             for j in range(p):
                 grad[i, j] = (-kp * (total[j] - m[i, j])
                               - (tail_cs[j] - tail_c * m[i, j]))
-            for j in range(p):
                 tail_cs[j] += coef[i] * S[i, j]
             tail_c += coef[i]
         for j in range(p):
@@ -683,12 +681,15 @@ def _set_gradient(mu, pos, b, v, bes, gam, qm, mb, mqm, kappa_prior, mu0, f0, sl
     ``g_pos`` (3, K), the gradients in (kappa, r, s) = ``pos`` (3, K);
     ``gamma`` as in :func:`_set_parts`."""
     K, p = mu.shape
+    # the mean directions A_k mu_k (the argument of the MABN bound of "vi")
+    m = np.empty((K, p))
     for k in range(K):
         a, aok, omega, da, d_aok = bes[0, k], bes[1, k], bes[2, k], bes[3, k], bes[4, k]
         eg, eg2 = gam[0, k], gam[1, k]
         c1, c3 = eg * a, eg2 * omega
         for t in range(p):
             g_mu[k, t] = c1 * b[k, t] + 2.0 * c3 * qm[k, t]
+            m[k, t] = a * mu[k, t]
         g_c1, g_c2, g_c3 = mb[k], v[k], mqm[k]
         rk, sk = pos[1, k], pos[2, k]
         de_g2_dr = (2.0 * rk + 1.0) / (sk * sk)
@@ -712,10 +713,6 @@ def _set_gradient(mu, pos, b, v, bes, gam, qm, mb, mqm, kappa_prior, mu0, f0, sl
                 for t in range(p):
                     g_mu[k, t] += lam * G[k, t]
         return
-    m = np.empty((K, p))
-    for k in range(K):
-        for t in range(p):
-            m[k, t] = bes[0, k] * mu[k, t]
     G = np.empty((K, p))
     _mabn_kernel(m, kappa_prior, mu0, f0, slope, root, G)
     for k in range(K):
