@@ -646,51 +646,38 @@ def _omega_kernel(mu, gamma, grad):
 
 
 @njit(error_model="numpy")
-def _set_parts(mu, v, bes, gam, mb, mqm, kappa_prior, mu0, f0, slope, root, gamma, lam,
-               sep):
-    """:meth:`SetObjective.parts` of one set into ``sep`` (K,); returns the
-    coupling term. ``gamma`` None: "vi" (MABN prior), else "pr" with Omega's
-    variance weight ``gamma`` (as in :func:`_ascend_kernel`)."""
+def _set_terms(mu, pos, b, v, bes, gam, qm, mb, mqm, kappa_prior, mu0, f0, slope, root,
+               gamma, lam, alpha1, alpha2, sep, g_mu, g_pos):
+    """:meth:`SetObjective.parts` of one set into ``sep`` (K,), returning the
+    coupling term, and, unless ``g_mu`` has no rows (shape (0, p): the parts
+    only), :meth:`SetObjective.gradient` into ``g_mu`` (K, p) and ``g_pos``
+    (3, K), the gradients in (kappa, r, s) = ``pos`` (3, K). ``gamma`` None:
+    "vi" (MABN prior), else "pr" with Omega's variance weight ``gamma`` (as
+    in :func:`_ascend_kernel`)."""
     K, p = mu.shape
-    for k in range(K):
-        a, aok, omega, entropy = bes[0, k], bes[1, k], bes[2, k], bes[5, k]
-        eg, eg2 = gam[0, k], gam[1, k]
-        lik = (eg * a) * mb[k] + (eg2 * aok) * v[k] + (eg2 * omega) * mqm[k]
-        direction = entropy
-        if gamma is not None:
-            dot = 0.0
-            for t in range(p):
-                dot += mu[k, t] * mu0[t]
-            direction = entropy + root + kappa_prior * a * dot
-        sep[k] = direction + lik - gam[2, k]
-    if gamma is not None:
-        if lam != 0.0 and K > 1:
-            return lam * _omega_kernel(mu, gamma, np.empty((0, p)))
-        return 0.0
-    m = np.empty((K, p))
-    for k in range(K):
-        for t in range(p):
-            m[k, t] = bes[0, k] * mu[k, t]
-    return _mabn_kernel(m, kappa_prior, mu0, f0, slope, root, np.empty((0, p)))
-
-
-@njit(error_model="numpy")
-def _set_gradient(mu, pos, b, v, bes, gam, qm, mb, mqm, kappa_prior, mu0, f0, slope,
-                  root, gamma, lam, alpha1, alpha2, g_mu, g_pos):
-    """:meth:`SetObjective.gradient` of one set into ``g_mu`` (K, p) and
-    ``g_pos`` (3, K), the gradients in (kappa, r, s) = ``pos`` (3, K);
-    ``gamma`` as in :func:`_set_parts`."""
-    K, p = mu.shape
+    grad = g_mu.shape[0] > 0
     # the mean directions A_k mu_k (the argument of the MABN bound of "vi")
     m = np.empty((K, p))
     for k in range(K):
         a, aok, omega, da, d_aok = bes[0, k], bes[1, k], bes[2, k], bes[3, k], bes[4, k]
         eg, eg2 = gam[0, k], gam[1, k]
+        g_c1, g_c2, g_c3 = mb[k], v[k], mqm[k]
+        lik = (eg * a) * g_c1 + (eg2 * aok) * g_c2 + (eg2 * omega) * g_c3
+        direction = bes[5, k]
+        dot = 0.0
+        if gamma is not None:
+            for t in range(p):
+                dot += mu[k, t] * mu0[t]
+            direction = direction + root + kappa_prior * a * dot
+        else:
+            for t in range(p):
+                m[k, t] = a * mu[k, t]
+        sep[k] = direction + lik - gam[2, k]
+        if not grad:
+            continue
         c1, c3 = eg * a, eg2 * omega
         for t in range(p):
             g_mu[k, t] = c1 * b[k, t] + 2.0 * c3 * qm[k, t]
-            m[k, t] = a * mu[k, t]
-        g_c1, g_c2, g_c3 = mb[k], v[k], mqm[k]
         rk, sk = pos[1, k], pos[2, k]
         de_g2_dr = (2.0 * rk + 1.0) / (sk * sk)
         g_pos[0, k] = g_c1 * eg * da + (g_c2 - p * g_c3) * eg2 * d_aok - pos[0, k] * da
@@ -699,28 +686,29 @@ def _set_gradient(mu, pos, b, v, bes, gam, qm, mb, mqm, kappa_prior, mu0, f0, sl
         g_pos[2, k] = (-g_c1 * eg * a / sk
                        - 2.0 * eg2 / sk * (g_c2 * aok + g_c3 * omega)
                        - (alpha1 / sk - rk * alpha2 / (sk * sk)))
-    if gamma is not None:
-        for k in range(K):
-            dot = 0.0
+        if gamma is not None:
             for t in range(p):
-                g_mu[k, t] += kappa_prior * bes[0, k] * mu0[t]
-                dot += mu[k, t] * mu0[t]
-            g_pos[0, k] += kappa_prior * bes[3, k] * dot
-        if lam != 0.0 and K > 1:
-            G = np.empty((K, p))
-            _omega_kernel(mu, gamma, G)
+                g_mu[k, t] += kappa_prior * a * mu0[t]
+            g_pos[0, k] += kappa_prior * da * dot
+    G = np.empty((K, p) if grad else (0, p))
+    if gamma is not None:
+        if not (lam != 0.0 and K > 1):
+            return 0.0
+        coupled = lam * _omega_kernel(mu, gamma, G)
+        if grad:
             for k in range(K):
                 for t in range(p):
                     g_mu[k, t] += lam * G[k, t]
-        return
-    G = np.empty((K, p))
-    _mabn_kernel(m, kappa_prior, mu0, f0, slope, root, G)
-    for k in range(K):
-        dot = 0.0
-        for t in range(p):
-            g_mu[k, t] += bes[0, k] * G[k, t]
-            dot += mu[k, t] * G[k, t]
-        g_pos[0, k] += bes[3, k] * dot
+        return coupled
+    coupled = _mabn_kernel(m, kappa_prior, mu0, f0, slope, root, G)
+    if grad:
+        for k in range(K):
+            dot = 0.0
+            for t in range(p):
+                g_mu[k, t] += bes[0, k] * G[k, t]
+                dot += mu[k, t] * G[k, t]
+            g_pos[0, k] += bes[3, k] * dot
+    return coupled
 
 
 @njit(error_model="numpy")
@@ -750,12 +738,15 @@ def _ascend_kernel(mu, pos, b, v, Q, lams, kappa_prior, mu0, f0, slope, root, ga
     mqm = np.empty((2, K))
     sep = np.empty((2, K))
     values = np.empty(2)
+    # gradient outputs without rows: _set_terms evaluates the parts only
+    no_grad, no_grad_pos = np.empty((0, p)), np.empty((0, K))
     for j in range(2):
         vmf_point_quantities_into(pf, pos[j, 0], coef, bes[j])
         _gamma_into(pos[j, 1], pos[j, 2], alpha1, alpha2, gam[j])
         _products_into(Q[j], b[j], mu[j], qm[j], mb[j], mqm[j])
-        coupled = _set_parts(mu[j], v[j], bes[j], gam[j], mb[j], mqm[j], kappa_prior,
-                             mu0, f0, slope, root, gamma, lams[j], sep[j])
+        coupled = _set_terms(mu[j], pos[j], b[j], v[j], bes[j], gam[j], qm[j], mb[j],
+                             mqm[j], kappa_prior, mu0, f0, slope, root, gamma, lams[j],
+                             alpha1, alpha2, sep[j], no_grad, no_grad_pos)
         total = 0.0
         for k in range(K):
             total += sep[j, k]
@@ -772,9 +763,9 @@ def _ascend_kernel(mu, pos, b, v, Q, lams, kappa_prior, mu0, f0, slope, root, ga
         round_start = values[0] + values[1]
         for blk in range(8):
             j, f = blk // 4, blk % 4
-            _set_gradient(mu[j], pos[j], b[j], v[j], bes[j], gam[j], qm[j], mb[j],
-                          mqm[j], kappa_prior, mu0, f0, slope, root, gamma, lams[j],
-                          alpha1, alpha2, g_mu, g_pos)
+            _set_terms(mu[j], pos[j], b[j], v[j], bes[j], gam[j], qm[j], mb[j], mqm[j],
+                       kappa_prior, mu0, f0, slope, root, gamma, lams[j], alpha1,
+                       alpha2, t_sep, g_mu, g_pos)
             # the scaled ascent direction of the block (_scaled_direction)
             any_ok = False
             for k in range(K):
@@ -844,8 +835,9 @@ def _ascend_kernel(mu, pos, b, v, Q, lams, kappa_prior, mu0, f0, slope, root, ga
                     x_r, x_s = (t_field, pos[j, 2]) if f == 2 else (pos[j, 1], t_field)
                     _gamma_into(x_r, x_s, alpha1, alpha2, t_gam)
                     x_gam = t_gam
-                cp = _set_parts(x_mu, v[j], x_bes, x_gam, x_mb, x_mqm, kappa_prior, mu0,
-                                f0, slope, root, gamma, lams[j], t_sep)
+                cp = _set_terms(x_mu, pos[j], b[j], v[j], x_bes, x_gam, qm[j], x_mb,
+                                x_mqm, kappa_prior, mu0, f0, slope, root, gamma,
+                                lams[j], alpha1, alpha2, t_sep, no_grad, no_grad_pos)
                 cand = 0.0
                 for k in range(K):
                     cand += t_sep[k]
