@@ -323,7 +323,7 @@ def _mabn(m, cfg, consts, need_grad):
     return value, (grad if need_grad else None)
 
 
-@njit
+@njit(error_model="numpy")
 def _mabn_kernel(m, kp, mu0, f0, slope, root, grad):
     """Value of the Type II MABN bound; its gradient into ``grad`` (K, p), unless
     ``grad`` has no rows (shape (0, p): the value only).
