@@ -80,8 +80,9 @@ class ObjectiveConfig(NamedTuple):
         MABN diversity strength ("vi") or independent vMF concentration ("pr").
     mu0 : ndarray of shape (p,)
         Unit mean direction of the MABN root / independent prior.
-    alpha1, alpha2 : float
-        Shape and rate of the Gamma prior of every magnitude.
+    alpha1, alpha2 : float or ndarray of shape (2,)
+        Shape and rate of the Gamma prior of every magnitude; a pair gives
+        the experts' then the gates' (:func:`set_alphas`).
     gamma : float
         Variance weight of Omega ("pr").
     """
@@ -92,6 +93,12 @@ class ObjectiveConfig(NamedTuple):
     alpha1: float
     alpha2: float
     gamma: float
+
+
+def set_alphas(cfg, which):
+    """(alpha1, alpha2) of the Gamma prior of set ``which`` (0 experts, 1 gates)."""
+    return (float(np.broadcast_to(cfg.alpha1, 2)[which]),
+            float(np.broadcast_to(cfg.alpha2, 2)[which]))
 
 
 class PriorConstants(NamedTuple):
@@ -215,7 +222,7 @@ class SetObjective:
     # ---------------------------------------------------------------- pieces
     def _coefficients(self, pt):
         a, aok, omega = pt.bessel()[:3]
-        eg, eg2, _ = pt.gamma(self.cfg.alpha1, self.cfg.alpha2)
+        eg, eg2, _ = pt.gamma(*set_alphas(self.cfg, self.which))
         return eg * a, eg2 * aok, eg2 * omega
 
     def likelihood(self, pt):
@@ -238,7 +245,7 @@ class SetObjective:
     def parts(self, pt):
         """(separable part of each vector (K,), coupling term of the set)."""
         sep, coupled = self.direction(pt)
-        sep = sep + self.likelihood(pt) - pt.gamma(self.cfg.alpha1, self.cfg.alpha2)[2]
+        sep = sep + self.likelihood(pt) - pt.gamma(*set_alphas(self.cfg, self.which))[2]
         return sep, coupled
 
     def value(self, pt):
@@ -251,7 +258,8 @@ class SetObjective:
         cfg = self.cfg
         mu, kappa, r, s = pt.mu, pt.kappa, pt.r, pt.s
         a, aok, omega, da, d_aok, _ = pt.bessel()
-        eg, eg2, _ = pt.gamma(cfg.alpha1, cfg.alpha2)
+        alpha1, alpha2 = set_alphas(cfg, self.which)
+        eg, eg2, _ = pt.gamma(alpha1, alpha2)
         c1, c3 = eg * a, eg2 * omega
         p = mu.shape[1]
         if self.stats is not None:
@@ -278,8 +286,8 @@ class SetObjective:
             g_kappa = g_kappa + da * np.einsum("kp,kp->k", mu, G)
         # -KL(Gamma): d/dr = -[(r - alpha1) psi'(r) + alpha2/s - 1],
         #             d/ds = -[alpha1/s - r alpha2/s^2]
-        g_r = g_r - ((r - cfg.alpha1) * special.polygamma(1, r) + cfg.alpha2 / s - 1.0)
-        g_s = g_s - (cfg.alpha1 / s - r * cfg.alpha2 / (s * s))
+        g_r = g_r - ((r - alpha1) * special.polygamma(1, r) + alpha2 / s - 1.0)
+        g_s = g_s - (alpha1 / s - r * alpha2 / (s * s))
         return g_mu, g_kappa, g_r, g_s
 
 
@@ -301,10 +309,11 @@ def direction_parts(pt, cfg, consts, lam):
     return entropy, _mabn(a[:, None] * pt.mu, cfg, consts, False)[0]
 
 
-def set_prior(pt, cfg, consts, lam):
-    """Whole prior term of one set: direction part - sum_k KL of the magnitudes."""
+def set_prior(pt, cfg, consts, lam, which=0):
+    """Whole prior term of set ``which`` (0 experts, 1 gates): direction part -
+    sum_k KL of the magnitudes."""
     sep, coupled = direction_parts(pt, cfg, consts, lam)
-    kl = pt.gamma(cfg.alpha1, cfg.alpha2)[2]
+    kl = pt.gamma(*set_alphas(cfg, which))[2]
     return float(np.sum(sep)) + coupled - float(np.sum(kl))
 
 
@@ -526,7 +535,7 @@ def _ascend_compiled(objectives, points, steps, n_rounds, tol):
         float(cfg.kappa_prior), np.ascontiguousarray(cfg.mu0, dtype=np.float64),
         float(consts.f0), np.ascontiguousarray(consts.slope, dtype=np.float64),
         float(consts.root), float(cfg.gamma) if cfg.method == "pr" else None,
-        float(cfg.alpha1), float(cfg.alpha2),
+        np.array([set_alphas(cfg, 0), set_alphas(cfg, 1)]),
         _asymptotic_coefficients(0.5 * (p - 1.0)), steps, int(n_rounds), float(tol))
     return [Point(mu[j], *pos[j]) for j in range(2)], gain, accepted
 
@@ -713,7 +722,7 @@ def _set_terms(mu, pos, b, v, bes, gam, qm, mb, mqm, kappa_prior, mu0, f0, slope
 
 @njit(error_model="numpy")
 def _ascend_kernel(mu, pos, b, v, Q, lams, kappa_prior, mu0, f0, slope, root, gamma,
-                   alpha1, alpha2, coef, steps, n_rounds, tol):
+                   alphas, coef, steps, n_rounds, tol):
     """:func:`ascend` on the statistics, both sets in one compiled pass.
 
     ``mu`` (2, K, p) and ``pos`` (2, 3, K), the (kappa, r, s) of each set:
@@ -722,12 +731,13 @@ def _ascend_kernel(mu, pos, b, v, Q, lams, kappa_prior, mu0, f0, slope, root, ga
     MABN prior), else the variance weight of Omega for "pr": Numba compiles
     only the branches of the method in use (it prunes ``gamma is None`` tests
     on the argument's type), so a "vi" fit never compiles Omega; ``lams``
-    (2,) the weights of Omega; ``coef`` the asymptotic coefficients of A_p;
-    ``steps`` (8, K) updated in place. The steps, trials and acceptance
-    rules are those of :func:`_ascend_python` (the derived quantities of a
-    trial point are recomputed for the field it changes only; the positive
-    fields kappa, r, s move alike, in log scale). Returns (gain in nats,
-    whether any step was accepted).
+    (2,) the weights of Omega; ``alphas`` (2, 2) the (shape, rate) of the
+    Gamma prior of each set's magnitudes; ``coef`` the asymptotic
+    coefficients of A_p; ``steps`` (8, K) updated in place. The steps,
+    trials and acceptance rules are those of :func:`_ascend_python` (the
+    derived quantities of a trial point are recomputed for the field it
+    changes only; the positive fields kappa, r, s move alike, in log scale).
+    Returns (gain in nats, whether any step was accepted).
     """
     _, K, p = mu.shape
     pf = float(p)
@@ -742,11 +752,11 @@ def _ascend_kernel(mu, pos, b, v, Q, lams, kappa_prior, mu0, f0, slope, root, ga
     no_grad, no_grad_pos = np.empty((0, p)), np.empty((0, K))
     for j in range(2):
         vmf_point_quantities_into(pf, pos[j, 0], coef, bes[j])
-        _gamma_into(pos[j, 1], pos[j, 2], alpha1, alpha2, gam[j])
+        _gamma_into(pos[j, 1], pos[j, 2], alphas[j, 0], alphas[j, 1], gam[j])
         _products_into(Q[j], b[j], mu[j], qm[j], mb[j], mqm[j])
         coupled = _set_terms(mu[j], pos[j], b[j], v[j], bes[j], gam[j], qm[j], mb[j],
                              mqm[j], kappa_prior, mu0, f0, slope, root, gamma, lams[j],
-                             alpha1, alpha2, sep[j], no_grad, no_grad_pos)
+                             alphas[j, 0], alphas[j, 1], sep[j], no_grad, no_grad_pos)
         total = 0.0
         for k in range(K):
             total += sep[j, k]
@@ -764,8 +774,8 @@ def _ascend_kernel(mu, pos, b, v, Q, lams, kappa_prior, mu0, f0, slope, root, ga
         for blk in range(8):
             j, f = blk // 4, blk % 4
             _set_terms(mu[j], pos[j], b[j], v[j], bes[j], gam[j], qm[j], mb[j], mqm[j],
-                       kappa_prior, mu0, f0, slope, root, gamma, lams[j], alpha1,
-                       alpha2, t_sep, g_mu, g_pos)
+                       kappa_prior, mu0, f0, slope, root, gamma, lams[j], alphas[j, 0],
+                       alphas[j, 1], t_sep, g_mu, g_pos)
             # the scaled ascent direction of the block (_scaled_direction)
             any_ok = False
             for k in range(K):
@@ -833,11 +843,12 @@ def _ascend_kernel(mu, pos, b, v, Q, lams, kappa_prior, mu0, f0, slope, root, ga
                     x_bes = t_bes
                 else:
                     x_r, x_s = (t_field, pos[j, 2]) if f == 2 else (pos[j, 1], t_field)
-                    _gamma_into(x_r, x_s, alpha1, alpha2, t_gam)
+                    _gamma_into(x_r, x_s, alphas[j, 0], alphas[j, 1], t_gam)
                     x_gam = t_gam
                 cp = _set_terms(x_mu, pos[j], b[j], v[j], x_bes, x_gam, qm[j], x_mb,
                                 x_mqm, kappa_prior, mu0, f0, slope, root, gamma,
-                                lams[j], alpha1, alpha2, t_sep, no_grad, no_grad_pos)
+                                lams[j], alphas[j, 0], alphas[j, 1], t_sep, no_grad,
+                                no_grad_pos)
                 cand = 0.0
                 for k in range(K):
                     cand += t_sep[k]

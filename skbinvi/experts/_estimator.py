@@ -1,6 +1,8 @@
 """DiversityMixtureOfExperts: Bayesian mixture of experts, mutual angular prior."""
 
+import copy
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from numbers import Real
 
@@ -14,6 +16,8 @@ from sklearn.base import (
     TransformerMixin,
     _fit_context,
 )
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.extmath import row_norms
 from sklearn.utils.metaestimators import available_if
@@ -71,14 +75,27 @@ _PRIOR_STD_MAX = 1e100
 # start close to zero lets the data, not the draw, split the rows (on the
 # two-regime task of the tests, 1.0 ends in lower ELBO optima for most seeds)
 _GAUSSIAN_INIT_SCALE = 0.1
-# the BMEM-G start: the best (highest ELBO) of this many runs of this many
-# iterations is continued
+# the BMEM-G start: the best of this many random runs (and a one-expert run)
+# of this many iterations is continued
 _N_CANDIDATES = 4
 _CANDIDATE_ITER = 10
 # candidates run on at most this many random rows (the basin is chosen there)
 # and the best is continued on the same rows: the start costs O(1) in n, and
 # the vi / pr iterations refine it on all rows
 _CANDIDATE_ROWS = 2000
+# the candidates are scored by their log loss on this fraction of those rows
+# (of each class), held out of their fit; with fewer than this many rows of a
+# class, by their ELBO on all of them
+_START_HELD_OUT = 0.2
+_START_MIN_CLASS_ROWS = 5
+# the one-expert candidate is kept unless the best random one's held-out log
+# loss is lower by more than this many standard errors of the paired
+# difference (a one-sided test at about 2.5%: where one expert predicts best,
+# a random candidate can still lead by chance on a few dozen held-out rows)
+_START_STANDARD_ERRORS = 2.0
+# gate intercept of the one-expert candidate: softmax weight e^4 / (e^4 + K - 1)
+# for its expert at the start (0.86 with K = 10)
+_ONE_EXPERT_GATE = 4.0
 # the BMEM-G start uses a q that factorizes over the coordinates of every
 # vector (O(nnz K) per step, no p x p matrix) above this many design columns;
 # the full-covariance start costs O(K (sum_n nnz_n^2 + p^3)) per iteration,
@@ -106,9 +123,21 @@ _INIT_CONCENTRATION = 10.0
 _INNER_MAX_ITER = 3
 # gamma >= 0 of Omega = mean(angles) - gamma var(angles) ("pr")
 _ANGLE_VARIANCE_WEIGHT = 0.0
-# alpha_1, alpha_2 > 0: the Gamma(shape, rate) prior of every magnitude
+# alpha_1, alpha_2 > 0: the Gamma(shape, rate) prior of every magnitude of
+# "mcmc", and of the expert magnitudes of "vi" and "pr" when
+# _EXPERT_MAGNITUDE is None
 _MAGNITUDE_SHAPE = 2.0
 _MAGNITUDE_RATE = 0.5
+# the prior of the expert magnitudes of "vi" and "pr": "logistic", the Gamma
+# matched (mode and curvature) to the chi distribution with p degrees of
+# freedom of ||beta|| under N(0, I_p), the prior of LogisticRegression(C=1)
+# (p the design columns, intercept included); None: _MAGNITUDE_SHAPE, _RATE
+_EXPERT_MAGNITUDE = "logistic"
+# the Gamma(shape, rate) prior of the gate magnitudes of "vi" and "pr": with
+# standardized features a gate logit has prior variance about E[g^2], here
+# 3 / 32 (soft gates, which the rows must sharpen)
+_GATE_MAGNITUDE_SHAPE = 2.0
+_GATE_MAGNITUDE_RATE = 8.0
 # keep every _THIN-th sweep after burn-in ("mcmc")
 _THIN = 1
 # initial vMF direction-proposal concentration ("mcmc", MABN) and initial
@@ -120,6 +149,46 @@ _PROPOSAL_SCALE = 0.1
 _N_EM_ITER = 0
 
 
+def _validation_split(y, rng):
+    """Fit and held-out rows of the BMEM-G start, stratified by class.
+
+    ``_START_HELD_OUT`` of the rows of each class (rounded) are held out.
+    Returns ``(fit_rows, held_out)``, sorted int arrays, or ``(None, None)``
+    when a class has fewer than ``_START_MIN_CLASS_ROWS`` rows: too few to
+    hold some out and still fit both classes.
+    """
+    fit_rows, held_out = [], []
+    for label in (0, 1):
+        members = np.flatnonzero(y == label)
+        if members.size < _START_MIN_CLASS_ROWS:
+            return None, None
+        members = rng.permutation(members)
+        n_held = int(round(_START_HELD_OUT * members.size))
+        held_out.append(members[:n_held])
+        fit_rows.append(members[n_held:])
+    return np.sort(np.concatenate(fit_rows)), np.sort(np.concatenate(held_out))
+
+
+def _one_expert_candidate(template, X, y, sigma):
+    """A BMEM-G start with one expert in use: a logistic regression.
+
+    A copy of ``template`` (a GaussianState at random means) whose expert 0
+    is the ridge logistic regression of (X, y) (``C = sigma**2``: the
+    N(0, sigma^2 I) prior of every vector of BMEM-G, clipped to [1e-6, 1e6];
+    the intercept is the last column of X) and whose gate 0 takes every row
+    (intercept ``_ONE_EXPERT_GATE``, the others' near 0). Its lbfgs need not
+    converge: it is a start.
+    """
+    one = copy.deepcopy(template)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        lr = LogisticRegression(C=float(np.clip(sigma**2, 1e-6, 1e6)),
+                                fit_intercept=False, max_iter=200).fit(X, y)
+    one.means[0][0] = lr.coef_[0]
+    one.means[1][0, -1] += _ONE_EXPERT_GATE
+    return one
+
+
 def _diagonal_start(X, K):
     """Whether the BMEM-G start of "vi", "pr" and "mcmc" uses a factorized q.
 
@@ -129,6 +198,27 @@ def _diagonal_start(X, K):
     """
     p = X.shape[1]
     return p > _DIAGONAL_START_FEATURES or K * p * p > _GAUSSIAN_MAX_ENTRIES
+
+
+def _magnitude_priors(p):
+    """(alpha_1, alpha_2) of the Gamma priors of "vi" and "pr", experts then gates.
+
+    Arrays of shape (2,). The experts' prior with ``_EXPERT_MAGNITUDE =
+    "logistic"`` is Gamma(2 p - 1, 2 sqrt(p - 1)): the chi distribution of
+    ||beta|| under N(0, I_p) has log density (p - 1) log g - g^2 / 2 + const,
+    mode sqrt(p - 1) and curvature -2 there, and so has this Gamma. With a
+    uniform direction, the prior of beta is then close to the N(0, I_p) of
+    LogisticRegression(C=1) and of the BMEM-G start (``prior_std=1``).
+    """
+    if _EXPERT_MAGNITUDE == "logistic":
+        expert = (2.0 * p - 1.0, 2.0 * np.sqrt(p - 1.0))
+    elif _EXPERT_MAGNITUDE is None:
+        expert = (float(_MAGNITUDE_SHAPE), float(_MAGNITUDE_RATE))
+    else:
+        raise ValueError(f"_EXPERT_MAGNITUDE must be 'logistic' or None; got "
+                         f"{_EXPERT_MAGNITUDE!r}.")
+    return (np.array([expert[0], float(_GATE_MAGNITUDE_SHAPE)]),
+            np.array([expert[1], float(_GATE_MAGNITUDE_RATE)]))
 
 
 def _posterior_mean_vectors(params):
@@ -200,20 +290,34 @@ class _GaussianEngine(_Engine):
         return self.fit_start(X, y, rng, 0)
 
     def fit_start(self, X, y, rng, n_iter, diagonal=False):
-        """The best of ``_N_CANDIDATES`` short BMEM-G runs, continued: a GaussianState.
+        """The best of ``_N_CANDIDATES`` + 1 short BMEM-G runs, continued.
 
-        Each candidate starts at small random means and runs
-        ``_CANDIDATE_ITER`` iterations on at most ``_CANDIDATE_ROWS`` random
-        rows; the one with the highest ELBO runs ``n_iter`` more on the same
-        rows. The BMEM-G ELBO has poor local
-        optima (one expert taking every row, or four sectors where two
-        regimes would do), and which basin a run falls into is decided in its
-        first iterations. ``diagonal``: a q that factorizes over coordinates
+        The candidates run ``_CANDIDATE_ITER`` iterations on four fifths of at
+        most ``_CANDIDATE_ROWS`` random rows (stratified by class, see
+        :func:`_validation_split`): ``_N_CANDIDATES`` from small random means,
+        and one with a single expert in use, started at the ridge logistic
+        regression of those rows (``LogisticRegression(C=prior_std**2)``, the
+        prior's own strength) and a gate that gives it every row. The random
+        candidate with the lowest log loss on the remaining fifth of the rows
+        (at its posterior means) is chosen unless the one-expert candidate's log
+        loss is within ``_START_STANDARD_ERRORS`` standard errors of the paired
+        difference, and runs ``n_iter`` more iterations on all of them. The
+        BMEM-G ELBO has poor local optima (an expert per class where one expert
+        would do, or four sectors where two regimes would do) and which basin a
+        run falls into is decided in its first iterations. The held-out rows,
+        not the ELBO, choose the basin: every additional expert pays a KL term
+        of the order of the number of features in the ELBO and its bound on the
+        gate, so the ELBO prefers one expert where held-out rows show that
+        several predict better (digits even against odd), and the random
+        candidates alone split the rows between experts where one predicts best
+        (the user guide, "Starting point"). With too few rows of a class to hold
+        some out, the highest ELBO chooses among the random candidates.
+        ``diagonal``: a q that factorizes over coordinates
         (:func:`~skbinvi.experts._variational.diagonal_gaussian_iteration`),
-        chosen by :func:`_diagonal_start`. The start is part of
-        initialization, with its own budget (``_N_CANDIDATES`` x
-        ``_CANDIDATE_ITER`` + ``n_iter`` iterations on at most
-        ``_CANDIDATE_ROWS`` rows), outside ``max_iter`` and ``n_iter_``.
+        chosen by :func:`_diagonal_start`. The start is part of initialization,
+        with its own budget ((``_N_CANDIDATES`` + 1) x ``_CANDIDATE_ITER`` +
+        ``n_iter`` iterations on at most ``_CANDIDATE_ROWS`` rows), outside
+        ``max_iter`` and ``n_iter_``.
         """
         K, p = self.model.n_components, X.shape[1]
         rows = np.arange(X.shape[0])
@@ -229,30 +333,50 @@ class _GaussianEngine(_Engine):
             used = column_support(Xc)
             if 0 < used.size < p:
                 support, Xc = used, Xc[:, used]
-            X2, XT = squared_entries(Xc), transposed(Xc)
             # the same draw per column as on all p columns: N(0, scale^2 / p)
             scale = _GAUSSIAN_INIT_SCALE * np.sqrt(Xc.shape[1] / p)
             candidates = [diagonal_gaussian_init(K, Xc.shape[1], sigma, rng, scale)
                           for _ in range(_N_CANDIDATES)]
 
-            def step(state):
-                diagonal_gaussian_iteration(Xc, X2, yc, state, sigma, XT)
+            def stepper(Xs, ys):
+                X2, XT = squared_entries(Xs), transposed(Xs)
+                return lambda state: diagonal_gaussian_iteration(Xs, X2, ys, state,
+                                                                 sigma, XT)
         else:
-            sq = row_norms(Xc, squared=True)
             # the covariances (2 K p^2 floats a candidate) are formed when a
             # candidate starts, not all at once
             candidates = [gaussian_init(K, p, sigma, rng, _GAUSSIAN_INIT_SCALE,
                                         covariances=False)
                           for _ in range(_N_CANDIDATES)]
 
-            def step(state):
-                gaussian_iteration(Xc, yc, sq, state, sigma)
+            def stepper(Xs, ys):
+                sq = row_norms(Xs, squared=True)
+                return lambda state: gaussian_iteration(Xs, ys, sq, state, sigma)
+
+        fit_rows, held_out = _validation_split(yc, rng)
+        one = None
+        if held_out is None:
+            step = stepper(Xc, yc)
+
+            def score(state):  # the rule without held-out rows: the highest ELBO
+                return np.array([-state.value])
+        else:
+            step = stepper(Xc[fit_rows], yc[fit_rows])
+            Xv, yv = Xc[held_out], yc[held_out]
+            one = _one_expert_candidate(candidates[0], Xc[fit_rows], yc[fit_rows],
+                                        sigma)
+
+            def score(state):  # log loss of every held-out row
+                proba = predict_proba_samples(Xv, state.means[0], state.means[1])[:, 1]
+                return -np.log(np.clip(np.where(yv == 1, proba, 1.0 - proba),
+                                       1e-300, None))
 
         def run(state):
             if state.covs is None:
                 state.covs = prior_covariances(K, p, sigma)
             for _ in range(_CANDIDATE_ITER):
                 step(state)
+            return score(state)
 
         # independent candidates, one per thread (their kernels release the GIL;
         # the same numbers with any number of threads), when every pass of a
@@ -260,21 +384,35 @@ class _GaussianEngine(_Engine):
         # (workqueue, without OpenMP or TBB) aborts on parallel kernels
         # launched from two threads at once. The factorized candidates, a few
         # sparse products each, run one after another.
-        n_threads = min(_N_CANDIDATES, numba.get_num_threads())
+        runs = candidates + ([one] if one is not None else [])
+        n_threads = min(len(runs), numba.get_num_threads())
         if diagonal or use_parallel(Xc.shape[0], 2 * K):
             n_threads = 1
         if n_threads > 1:
             with ThreadPoolExecutor(n_threads) as pool:
-                list(pool.map(run, candidates))
+                losses = list(pool.map(run, runs))
         else:  # one at a time, keeping the covariances of the best so far only
+            losses = []
             for i, state in enumerate(candidates):
-                run(state)
-                done = candidates[:i + 1]
-                lead = int(np.argmax([c.value for c in done]))  # the rule below
-                for j, c in enumerate(done):
+                losses.append(run(state))
+                lead = int(np.argmin([loss.mean() for loss in losses]))  # as below
+                for j, c in enumerate(candidates[:i + 1]):
                     if j != lead:
                         c.covs = None
-        best = candidates[int(np.argmax([state.value for state in candidates]))]
+            if one is not None:
+                losses.append(run(one))
+        lead = int(np.argmin([loss.mean() for loss in losses[:len(candidates)]]))
+        best = candidates[lead]
+        if one is not None:
+            # one expert unless the best mixture predicts the held-out rows
+            # better by more than _START_STANDARD_ERRORS standard errors of
+            # the paired difference (a one-sided test at about 2.5%)
+            gain = losses[-1] - losses[lead]
+            if gain.mean() <= _START_STANDARD_ERRORS * gain.std() / np.sqrt(gain.size):
+                best = one
+        if held_out is not None:
+            best.aux = best.weights = None  # they belong to the fit rows
+            step = stepper(Xc, yc)
         for _ in range(n_iter):
             step(best)
         if rows.size < X.shape[0]:
@@ -312,14 +450,13 @@ class _VariationalEngine(_Engine):
     def config(self, p):
         """(ObjectiveConfig, (lambda_1, lambda_2), PriorConstants) of "vi" / "pr"."""
         m = self.model
+        alpha1, alpha2 = _magnitude_priors(p)
         if m.inference == "vi":
             cfg = ObjectiveConfig("vi", float(m.diversity_strength), m._mu0(p),
-                                  float(_MAGNITUDE_SHAPE),
-                                  float(_MAGNITUDE_RATE), 0.0)
+                                  alpha1, alpha2, 0.0)
             lams = (0.0, 0.0)
         else:
-            cfg = ObjectiveConfig("pr", 0.0, m._mu0(p), float(_MAGNITUDE_SHAPE),
-                                  float(_MAGNITUDE_RATE),
+            cfg = ObjectiveConfig("pr", 0.0, m._mu0(p), alpha1, alpha2,
                                   float(_ANGLE_VARIANCE_WEIGHT))
             lams = (float(m.expert_regularization), float(m.gate_regularization))
         return cfg, lams, prior_constants(cfg, m.n_components, p)
@@ -609,8 +746,11 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         p(y = 1 \mid x, z = k) = \sigma(\beta_k^\top x).
 
     Every expert vector :math:`\beta_k` and gate vector :math:`\eta_k` is a
-    magnitude times a direction, :math:`a = g\,\tilde a`, with
-    :math:`g \sim \mathrm{Gamma}(2, 0.5)`; the directions of each set follow
+    magnitude times a direction, :math:`a = g\,\tilde a`, with a Gamma
+    prior on :math:`g` ("vi", "pr": for the experts, matched to the norm of
+    a N(0, I) vector, the prior of ``LogisticRegression(C=1)``; for the gates,
+    Gamma(2, 8), soft gates; "mcmc": Gamma(2, 0.5) for both); the directions
+    of each set follow
     the mutual angular Bayesian network (MABN): direction i is drawn from a
     von Mises-Fisher distribution pointing away from the sum of the earlier
     ones, with concentration :math:`\kappa` (``diversity_strength``), so the
@@ -781,16 +921,18 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
     is isotropic, and entries beyond 1e100 in magnitude raise a ValueError.
 
     Every method starts from a short BMEM-G variational fit (Gaussian prior)
-    on at most 2,000 random rows, the best of 4 candidates, so the experts
-    and gates start apart where the data put them; above 200 design columns
-    (or when K p^2 > 2e7) that fit uses a q factorized over coordinates, with
-    no p x p matrix. Costs per outer iteration of "vi" / "pr": O(sum_n nnz_n^2
-    K) to form the bounds' sufficient statistics, then O(K p^2) per inner
-    evaluation, memory O(K p^2 + n K); without the statistics (K p^2 > 2e7,
-    p^2 > 3 nnz(X) or more than 256 non-zeros per row), O(nnz(X) K) per
-    evaluation and memory O(n K + K p). "mcmc": O(nnz(X) + n K) per proposal,
-    4 K proposals per sweep. prior="gaussian" stores K p x p covariances and
-    raises a ValueError above 2e7 entries.
+    on at most 2,000 random rows: the best of 4 random candidates and a
+    logistic regression (one expert in use), chosen on held-out rows, so the
+    experts and gates start apart where the data put them, or as one expert
+    where several do not predict better (User Guide, "Starting point"). Above
+    200 design columns (or when K p^2 > 2e7) that fit uses a q factorized over
+    coordinates, with no p x p matrix. Costs per outer iteration of "vi" /
+    "pr": O(sum_n nnz_n^2 K) to form the bounds' sufficient statistics, then
+    O(K p^2) per inner evaluation, memory O(K p^2 + n K); without the
+    statistics (K p^2 > 2e7, p^2 > 3 nnz(X) or more than 256 non-zeros per
+    row), O(nnz(X) K) per evaluation and memory O(n K + K p). "mcmc": O(nnz(X)
+    + n K) per proposal, 4 K proposals per sweep. prior="gaussian" stores K p
+    x p covariances and raises a ValueError above 2e7 entries.
 
     The Type II log-normalizer bound of the supplement of [1]_ (Lemma 1) is
     not a valid bound for p >= 19 and is replaced by a convex chord bound;
@@ -813,8 +955,12 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
     (2, 2)
     >>> model.transform(X[:2]).shape
     (2, 2)
+
+    One hyperplane separates these classes about as well as any mixture, so
+    the fit keeps one expert in use:
+
     >>> int(model.n_active_components_[0])
-    2
+    1
     """
 
     _structural_params = ("n_components", "prior", "inference", "fit_intercept")

@@ -99,6 +99,7 @@ from ._ascent import (
     Point,
     SetObjective,
     ascend,
+    set_alphas,
     set_prior,
 )
 from ._bounds import (
@@ -686,9 +687,9 @@ def objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams, c_init=None,
     """
     pts = (_point(beta), _point(eta))
     coefs = []
-    for pt in pts:
+    for which, pt in enumerate(pts):
         a, aok, omega = pt.bessel()[:3]
-        eg, eg2, _ = pt.gamma(cfg.alpha1, cfg.alpha2)
+        eg, eg2, _ = pt.gamma(*set_alphas(cfg, which))
         coefs.append(np.array([eg * a, eg2 * aok, eg2 * omega], dtype=np.float64))
     if c_init is not None and np.shape(c_init) != (X.shape[0],):
         c_init = None
@@ -715,8 +716,8 @@ def objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams, c_init=None,
             moments += [c1 * t, c2 * sq[:, None] + c3 * (t * t)]
         e, g, h, phi, _, xi, c, d = likelihood_pieces_from_moments(y, *moments,
                                                                    c_init=c_init)
-    value = float(e + g + h + set_prior(pts[0], cfg, consts, lams[0])
-                  + set_prior(pts[1], cfg, consts, lams[1]))
+    value = float(e + g + h + set_prior(pts[0], cfg, consts, lams[0], 0)
+                  + set_prior(pts[1], cfg, consts, lams[1], 1))
     if want_weights:
         return value, (phi, xi, c, d), weights
     return value, (phi, xi, c, d)

@@ -39,6 +39,19 @@ MAX_LOGIT = 30.0
 NO_WEIGHT = np.zeros(0)
 
 
+def _for_weights(make):
+    """``(make(False), make(True))``: a kernel for full and one for diagonal
+    weights, indexed by ``diag``.
+
+    ``make(diag)`` returns a jitted closure in which ``diag`` is a constant:
+    Numba prunes the other branch of every ``if diag`` before compiling, so
+    a fit compiles (and caches) only the code of its weights. The two
+    closures share a cache index, in which the value of ``diag`` is part of
+    every entry's key.
+    """
+    return make(False), make(True)
+
+
 def pair_keys(ent, rel, n_entities):
     """Distinct (entity, relation) keys of one end of the pairs.
 
@@ -90,30 +103,32 @@ def hash_uniform(seed, s, i, d):
 
 
 @njit(inline="always")
-def _fields(key_ent, key_rel, z, W, diag, transpose, out):
-    """``out[k] = W_r z_e`` (``transpose`` False) or ``W_r^T z_e`` (True), shape
-    (K, D), for the key k of entity e = key_ent[k] and relation r = key_rel[k].
+def _diagonal_fields(key_ent, key_rel, z, W, out):
+    """``out[k] = W_r z_e``, shape (K, D), for the key k of entity e =
+    key_ent[k] and relation r = key_rel[k], with a diagonal W_r (only its
+    diagonal is read), O(D) per key.
 
-    (W z_j)_d is the change of eta when the sender's z_id flips from 0 to 1,
-    (W^T z_i)_e that when the receiver's z_je flips. Cost O(D |z_e|) per key.
+    (W z_j)_d is the change of eta when the sender's z_id flips from 0 to 1;
+    with W transposed, (W^T z_i)_e, that when the receiver's z_je flips.
     """
+    for k in range(key_ent.shape[0]):
+        e, r = key_ent[k], key_rel[k]
+        for d in range(z.shape[1]):
+            out[k, d] = W[r, d, d] * z[e, d]
+
+
+@njit(inline="always")
+def _full_fields(key_ent, key_rel, z, W, out):
+    """:func:`_diagonal_fields` of full weights, O(D |z_e|) per key."""
     D = z.shape[1]
     for k in range(key_ent.shape[0]):
         e, r = key_ent[k], key_rel[k]
-        if diag:
-            for d in range(D):
-                out[k, d] = W[r, d, d] * z[e, d]
-            continue
         for d in range(D):
             out[k, d] = 0.0
         for c in range(D):
             if z[e, c] > 0.0:
-                if transpose:
-                    for d in range(D):
-                        out[k, d] += W[r, c, d]
-                else:
-                    for d in range(D):
-                        out[k, d] += W[r, d, c]
+                for d in range(D):
+                    out[k, d] += W[r, d, c]
 
 
 @njit(inline="always")
@@ -264,8 +279,8 @@ def expected_pair_log_likelihood(
     _hashed_samples(q, seed, z, codes)
     R = W.shape[0]
     parts = _parts(P, n_draws, _MIN_PARALLEL_WORK)
-    run_parts(_pair_log_likelihoods, [
-        (lo, hi, snd, rcv, rel, x, z, codes, b, W, diag,
+    run_parts(_pair_log_likelihoods[bool(diag)], [
+        (lo, hi, snd, rcv, rel, x, z, codes, b, W,
          *_memo((hi - lo) * n_draws, 1, D, R), out)
         for lo, hi in parts
     ])
@@ -284,39 +299,47 @@ def _hashed_samples(q, seed, z, codes):
             _pattern_codes(z[s], codes[s])
 
 
-@njit(nogil=True)
-def _pair_log_likelihoods(lo, hi, snd, rcv, rel, x, z, codes, b, W, diag,
-                          slots, keys, count, values, relation_bits, out):
-    """``out[p]`` of :func:`expected_pair_log_likelihood` for pairs lo..hi-1."""
-    S, N, D = z.shape
-    for p in range(lo, hi):
-        i, j, r = snd[p], rcv[p], rel[p]
-        total = 0.0
-        for s in range(S):
-            e, new = -1, True
-            if keys.shape[0] > 0:
-                e, new = _memo_entry(
-                    slots, keys, count,
-                    _memo_key(codes[s, i], codes[s, j], r, x[p], D, relation_bits),
-                )
-            if not new:
-                total += values[e, 0]
-                continue
-            eta = b[r]
-            for d in range(D):
-                if z[s, i, d]:
-                    if diag:
-                        if z[s, j, d]:
-                            eta += W[r, d, d]
-                    else:
-                        for f in range(D):
-                            if z[s, j, f]:
-                                eta += W[r, d, f]
-            g = pair_log_likelihood(x[p], eta)
-            if e >= 0:
-                values[e, 0] = g
-            total += g
-        out[p] = total / S
+def _make_pair_log_likelihoods(diag):
+    """The kernel of :func:`expected_pair_log_likelihood` for ``diag``."""
+
+    @njit(nogil=True)
+    def _pair_log_likelihoods(lo, hi, snd, rcv, rel, x, z, codes, b, W,
+                              slots, keys, count, values, relation_bits, out):
+        """``out[p]`` of :func:`expected_pair_log_likelihood` for pairs lo..hi-1."""
+        S, N, D = z.shape
+        for p in range(lo, hi):
+            i, j, r = snd[p], rcv[p], rel[p]
+            total = 0.0
+            for s in range(S):
+                e, new = -1, True
+                if keys.shape[0] > 0:
+                    e, new = _memo_entry(
+                        slots, keys, count,
+                        _memo_key(codes[s, i], codes[s, j], r, x[p], D, relation_bits),
+                    )
+                if not new:
+                    total += values[e, 0]
+                    continue
+                eta = b[r]
+                for d in range(D):
+                    if z[s, i, d]:
+                        if diag:
+                            if z[s, j, d]:
+                                eta += W[r, d, d]
+                        else:
+                            for f in range(D):
+                                if z[s, j, f]:
+                                    eta += W[r, d, f]
+                g = pair_log_likelihood(x[p], eta)
+                if e >= 0:
+                    values[e, 0] = g
+                total += g
+            out[p] = total / S
+
+    return _pair_log_likelihoods
+
+
+_pair_log_likelihoods = _for_weights(_make_pair_log_likelihoods)
 
 
 @njit
@@ -342,7 +365,6 @@ def kl_features(q, rho):
 # ---------------------------------------------------------------------------
 
 
-@njit
 def pair_mean_and_variance(snd, rcv, rel, q, b, W, diag, mean, var):
     """E_q[eta] and Var_q[eta] of every pair (out).
 
@@ -353,37 +375,51 @@ def pair_mean_and_variance(snd, rcv, rel, q, b, W, diag, mean, var):
     per pair (O(D) diagonal). Checked against enumeration of z_i, z_j in
     ``test_pair_mean_and_variance_match_enumeration``.
     """
-    D = q.shape[1]
-    for p in range(snd.shape[0]):
-        i, j, r = snd[p], rcv[p], rel[p]
-        m = b[r]
-        v = 0.0
-        if diag:
-            for d in range(D):
-                pd = q[i, d] * q[j, d]
-                m += W[r, d, d] * pd
-                v += W[r, d, d] ** 2 * pd * (1.0 - pd)
-        else:
-            for d in range(D):
-                wq = 0.0  # (W q_j)_d
-                for e in range(D):
-                    wq += W[r, d, e] * q[j, e]
-                    v += (
-                        q[i, d]
-                        * (1.0 - q[i, d])
-                        * W[r, d, e] ** 2
-                        * q[j, e]
-                        * (1.0 - q[j, e])
-                    )
-                m += q[i, d] * wq
-                v += q[i, d] * (1.0 - q[i, d]) * wq * wq
-            for e in range(D):
-                wq = 0.0  # (W^T q_i)_e
+    _pair_moments[bool(diag)](snd, rcv, rel, q, b, W, mean, var)
+
+
+def _make_pair_moments(diag):
+    """The kernel of :func:`pair_mean_and_variance` for ``diag``."""
+
+    @njit
+    def _pair_moments(snd, rcv, rel, q, b, W, mean, var):
+        """:func:`pair_mean_and_variance` with ``diag`` fixed."""
+        D = q.shape[1]
+        for p in range(snd.shape[0]):
+            i, j, r = snd[p], rcv[p], rel[p]
+            m = b[r]
+            v = 0.0
+            if diag:
                 for d in range(D):
-                    wq += W[r, d, e] * q[i, d]
-                v += q[j, e] * (1.0 - q[j, e]) * wq * wq
-        mean[p] = m
-        var[p] = v
+                    pd = q[i, d] * q[j, d]
+                    m += W[r, d, d] * pd
+                    v += W[r, d, d] ** 2 * pd * (1.0 - pd)
+            else:
+                for d in range(D):
+                    wq = 0.0  # (W q_j)_d
+                    for e in range(D):
+                        wq += W[r, d, e] * q[j, e]
+                        v += (
+                            q[i, d]
+                            * (1.0 - q[i, d])
+                            * W[r, d, e] ** 2
+                            * q[j, e]
+                            * (1.0 - q[j, e])
+                        )
+                    m += q[i, d] * wq
+                    v += q[i, d] * (1.0 - q[i, d]) * wq * wq
+                for e in range(D):
+                    wq = 0.0  # (W^T q_i)_e
+                    for d in range(D):
+                        wq += W[r, d, e] * q[i, d]
+                    v += q[j, e] * (1.0 - q[j, e]) * wq * wq
+            mean[p] = m
+            var[p] = v
+
+    return _pair_moments
+
+
+_pair_moments = _for_weights(_make_pair_moments)
 
 
 # ---------------------------------------------------------------------------
@@ -420,7 +456,6 @@ def truncated_normal_means(x, mu, out):
         out[p] = truncated_normal_mean(x[p], mu[p])
 
 
-@njit
 def augmented_bound(snd, rcv, rel, x, q, b, W, diag, mu, rho):
     """The data-augmented lower bound on the ELBO (nats, summed over pairs).
 
@@ -433,8 +468,15 @@ def augmented_bound(snd, rcv, rel, x, q, b, W, diag, mu, rho):
     mean = np.empty(P)
     var = np.empty(P)
     pair_mean_and_variance(snd, rcv, rel, q, b, W, diag, mean, var)
+    return _augmented_pair_terms(x, mean, var, mu) - kl_features(q, rho)
+
+
+@njit
+def _augmented_pair_terms(x, mean, var, mu):
+    """``sum_p T_p(mu_p)`` of :func:`augmented_bound`, given the pairs' means
+    and variances of eta."""
     total = 0.0
-    for p in range(P):
+    for p in range(x.shape[0]):
         s = 1.0 if x[p] > 0.5 else -1.0
         a = s * mu[p]
         lam = inverse_mills_ratio(a)
@@ -446,7 +488,7 @@ def augmented_bound(snd, rcv, rel, x, q, b, W, diag, mu, rho):
             - 0.5 * (second_y - 2.0 * mean_y * mean[p] + mean[p] ** 2 + var[p])
             + entropy
         )
-    return total - kl_features(q, rho)
+    return total
 
 
 @njit
@@ -883,9 +925,10 @@ def mcvi_mean_deltas(
     P = x.shape[0]
     partial = np.zeros((S, N, D))
     parts = _parts(S, P * (2 * D + 1), _MIN_PARALLEL_WORK)
-    run_parts(_mcvi_samples, [
+    Wt = np.ascontiguousarray(W.transpose(0, 2, 1))  # for the receivers' fields
+    run_parts(_mcvi_samples[bool(diag)], [
         (lo, hi, snd, rcv, rel, skey, sk_ent, sk_rel, rkey, rk_ent, rk_rel, x, q,
-         b, W, diag, uniforms, w_snd, w_rcv,
+         b, W, Wt, uniforms, w_snd, w_rcv,
          *_memo((hi - lo) * P, 2 * D, D, W.shape[0]), partial)
         for lo, hi in parts
     ])
@@ -930,45 +973,57 @@ def _flip_terms(i, j, r, x, z, b, a, c_rcv, sender, receiver, terms):
                 terms[D + d] = pair_log_likelihood(x, eta + c) - g
 
 
-@njit(nogil=True)
-def _mcvi_samples(lo, hi, snd, rcv, rel, skey, sk_ent, sk_rel, rkey, rk_ent,
-                  rk_rel, x, q, b, W, diag, uniforms, w_snd, w_rcv, slots, keys,
-                  count, values, relation_bits, partial):
-    """``partial[s]``, the sums of :func:`mcvi_mean_deltas` of samples lo..hi-1."""
-    N, D = q.shape
-    P = x.shape[0]
-    z = np.empty((N, D))
-    codes = np.empty(N, dtype=np.int64)
-    fr = np.empty((rk_ent.shape[0], D))  # W_r z_j: sender flips
-    fs = np.empty((sk_ent.shape[0], D))  # W_r^T z_i: receiver flips
-    scratch = np.empty(2 * D)
-    for s in range(lo, hi):
-        _sample(uniforms[s], q, z)
-        if keys.shape[0] > 0:
-            _pattern_codes(z, codes)
-        _fields(rk_ent, rk_rel, z, W, diag, False, fr)
-        _fields(sk_ent, sk_rel, z, W, diag, True, fs)
-        acc = partial[s]
-        for p in range(P):
-            i, j, r = snd[p], rcv[p], rel[p]
-            ws, wr = _pair_weight(w_snd, p), _pair_weight(w_rcv, p)
-            a, c_rcv = fr[rkey[p]], fs[skey[p]]
-            e, new = -1, True
+def _make_mcvi_samples(diag):
+    """The kernel of :func:`mcvi_mean_deltas` for ``diag``."""
+
+    @njit(nogil=True)
+    def _mcvi_samples(lo, hi, snd, rcv, rel, skey, sk_ent, sk_rel, rkey, rk_ent,
+                      rk_rel, x, q, b, W, Wt, uniforms, w_snd, w_rcv, slots, keys,
+                      count, values, relation_bits, partial):
+        """``partial[s]``, the sums of :func:`mcvi_mean_deltas` of samples lo..hi-1."""
+        N, D = q.shape
+        P = x.shape[0]
+        z = np.empty((N, D))
+        codes = np.empty(N, dtype=np.int64)
+        fr = np.empty((rk_ent.shape[0], D))  # W_r z_j: sender flips
+        fs = np.empty((sk_ent.shape[0], D))  # W_r^T z_i: receiver flips
+        scratch = np.empty(2 * D)
+        for s in range(lo, hi):
+            _sample(uniforms[s], q, z)
             if keys.shape[0] > 0:
-                e, new = _memo_entry(
-                    slots, keys, count,
-                    _memo_key(codes[i], codes[j], r, x[p], D, relation_bits),
-                )
-            terms = scratch if e < 0 else values[e]
-            if new:
-                # a kept entry serves later pairs of any weight: all its terms
-                _flip_terms(i, j, r, x[p], z, b, a, c_rcv, e >= 0 or ws != 0.0,
-                            e >= 0 or wr != 0.0, terms)
-            for d in range(D):
-                if a[d] != 0.0 and ws != 0.0:
-                    acc[i, d] += ws * terms[d]
-                if c_rcv[d] != 0.0 and wr != 0.0:
-                    acc[j, d] += wr * terms[D + d]
+                _pattern_codes(z, codes)
+            if diag:
+                _diagonal_fields(rk_ent, rk_rel, z, W, fr)
+                _diagonal_fields(sk_ent, sk_rel, z, Wt, fs)
+            else:
+                _full_fields(rk_ent, rk_rel, z, W, fr)
+                _full_fields(sk_ent, sk_rel, z, Wt, fs)
+            acc = partial[s]
+            for p in range(P):
+                i, j, r = snd[p], rcv[p], rel[p]
+                ws, wr = _pair_weight(w_snd, p), _pair_weight(w_rcv, p)
+                a, c_rcv = fr[rkey[p]], fs[skey[p]]
+                e, new = -1, True
+                if keys.shape[0] > 0:
+                    e, new = _memo_entry(
+                        slots, keys, count,
+                        _memo_key(codes[i], codes[j], r, x[p], D, relation_bits),
+                    )
+                terms = scratch if e < 0 else values[e]
+                if new:
+                    # a kept entry serves later pairs of any weight: all its terms
+                    _flip_terms(i, j, r, x[p], z, b, a, c_rcv, e >= 0 or ws != 0.0,
+                                e >= 0 or wr != 0.0, terms)
+                for d in range(D):
+                    if a[d] != 0.0 and ws != 0.0:
+                        acc[i, d] += ws * terms[d]
+                    if c_rcv[d] != 0.0 and wr != 0.0:
+                        acc[j, d] += wr * terms[D + d]
+
+    return _mcvi_samples
+
+
+_mcvi_samples = _for_weights(_make_mcvi_samples)
 
 
 def mc_weight_rhs(
@@ -1017,9 +1072,9 @@ def mc_weight_rhs(
     # diagonal weights need only the diagonal of every sample's part
     Dw = 1 if diag else D
     partW = np.zeros((S, R, D, Dw))
-    run_parts(_weight_rhs_samples, [
+    run_parts(_weight_rhs_samples[bool(diag)], [
         (lo, hi, snd, rcv, rel, skey, sk_ent, sk_rel, rkey, rk_ent, rk_rel, x, q,
-         b, W, diag, uniforms, weight, residual,
+         b, W, uniforms, weight, residual,
          *_memo((hi - lo) * x.shape[0], 2, D, R), part0, partW)
         for lo, hi in _parts(S, x.shape[0], _MIN_PARALLEL_WORK)
     ])
@@ -1033,63 +1088,74 @@ def mc_weight_rhs(
         outW[:] = mean_W
 
 
-@njit(nogil=True)
-def _weight_rhs_samples(lo, hi, snd, rcv, rel, skey, sk_ent, sk_rel, rkey, rk_ent,
-                        rk_rel, x, q, b, W, diag, uniforms, weight, residual,
-                        slots, keys, count, values, relation_bits, part0, partW):
-    """``part0[s]``, ``partW[s]`` of :func:`mc_weight_rhs` for samples lo..hi-1.
+def _make_weight_rhs_samples(diag):
+    """The kernel of :func:`mc_weight_rhs` for ``diag``."""
 
-    The memo keeps (eta, its truncated normal mean) per key.
-    """
-    N, D = q.shape
-    P = x.shape[0]
-    Ks = sk_ent.shape[0]
-    z = np.empty((N, D))
-    codes = np.empty(N, dtype=np.int64)
-    fr = np.empty((rk_ent.shape[0], D))
-    t = np.empty((Ks, D))
-    for s in range(lo, hi):
-        _sample(uniforms[s], q, z)
-        if keys.shape[0] > 0:
-            _pattern_codes(z, codes)
-        _fields(rk_ent, rk_rel, z, W, diag, False, fr)
-        t[:] = 0.0
-        for p in range(P):
-            i, j, r = snd[p], rcv[p], rel[p]
-            w = _pair_weight(weight, p)
-            if w == 0.0:
-                continue
-            e, new = -1, True
+    @njit(nogil=True)
+    def _weight_rhs_samples(lo, hi, snd, rcv, rel, skey, sk_ent, sk_rel, rkey, rk_ent,
+                            rk_rel, x, q, b, W, uniforms, weight, residual,
+                            slots, keys, count, values, relation_bits, part0, partW):
+        """``part0[s]``, ``partW[s]`` of :func:`mc_weight_rhs` for samples lo..hi-1.
+
+        The memo keeps (eta, its truncated normal mean) per key.
+        """
+        N, D = q.shape
+        P = x.shape[0]
+        Ks = sk_ent.shape[0]
+        z = np.empty((N, D))
+        codes = np.empty(N, dtype=np.int64)
+        fr = np.empty((rk_ent.shape[0], D))
+        t = np.empty((Ks, D))
+        for s in range(lo, hi):
+            _sample(uniforms[s], q, z)
             if keys.shape[0] > 0:
-                e, new = _memo_entry(
-                    slots, keys, count,
-                    _memo_key(codes[i], codes[j], r, x[p], D, relation_bits),
-                )
-            if new:
-                eta = _eta(i, r, z, b, fr[rkey[p]])
-                ybar = truncated_normal_mean(x[p], eta)
-                if e >= 0:
-                    values[e, 0] = eta
-                    values[e, 1] = ybar
+                _pattern_codes(z, codes)
+            if diag:
+                _diagonal_fields(rk_ent, rk_rel, z, W, fr)
             else:
-                eta, ybar = values[e, 0], values[e, 1]
-            if residual:
-                ybar -= eta
-            ybar *= w
-            part0[s, r] += ybar
-            k = skey[p]
-            for e in range(D):
-                if z[j, e] > 0.0:
-                    t[k, e] += ybar
-        for k in range(Ks):
-            e_, r = sk_ent[k], sk_rel[k]
-            for d in range(D):
-                if z[e_, d] > 0.0:
-                    if diag:
-                        partW[s, r, d, 0] += t[k, d]
-                    else:
-                        for e in range(D):
-                            partW[s, r, d, e] += t[k, e]
+                _full_fields(rk_ent, rk_rel, z, W, fr)
+            t[:] = 0.0
+            for p in range(P):
+                i, j, r = snd[p], rcv[p], rel[p]
+                w = _pair_weight(weight, p)
+                if w == 0.0:
+                    continue
+                e, new = -1, True
+                if keys.shape[0] > 0:
+                    e, new = _memo_entry(
+                        slots, keys, count,
+                        _memo_key(codes[i], codes[j], r, x[p], D, relation_bits),
+                    )
+                if new:
+                    eta = _eta(i, r, z, b, fr[rkey[p]])
+                    ybar = truncated_normal_mean(x[p], eta)
+                    if e >= 0:
+                        values[e, 0] = eta
+                        values[e, 1] = ybar
+                else:
+                    eta, ybar = values[e, 0], values[e, 1]
+                if residual:
+                    ybar -= eta
+                ybar *= w
+                part0[s, r] += ybar
+                k = skey[p]
+                for e in range(D):
+                    if z[j, e] > 0.0:
+                        t[k, e] += ybar
+            for k in range(Ks):
+                e_, r = sk_ent[k], sk_rel[k]
+                for d in range(D):
+                    if z[e_, d] > 0.0:
+                        if diag:
+                            partW[s, r, d, 0] += t[k, d]
+                        else:
+                            for e in range(D):
+                                partW[s, r, d, e] += t[k, e]
+
+    return _weight_rhs_samples
+
+
+_weight_rhs_samples = _for_weights(_make_weight_rhs_samples)
 
 
 # ---------------------------------------------------------------------------
@@ -1120,7 +1186,10 @@ def score_function_gradient(
         z = np.empty((N, D))
         _sample(uniforms[s], q, z)
         fr = np.empty((rk_ent.shape[0], D))
-        _fields(rk_ent, rk_rel, z, W, diag, False, fr)
+        if diag:
+            _diagonal_fields(rk_ent, rk_rel, z, W, fr)
+        else:
+            _full_fields(rk_ent, rk_rel, z, W, fr)
         blanket = np.zeros(N)  # likelihood of the pairs of i: shared by all d
         for p in range(P):
             g = pair_log_likelihood(x[p], _eta(snd[p], rel[p], z, b, fr[rkey[p]]))
