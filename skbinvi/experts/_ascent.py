@@ -332,7 +332,7 @@ def _mabn(m, cfg, consts, need_grad):
     return value, (grad if need_grad else None)
 
 
-@njit
+@njit(error_model="numpy")
 def _mabn_kernel(m, kp, mu0, f0, slope, root, grad):
     """Value of the Type II MABN bound; its gradient into ``grad`` (K, p), unless
     ``grad`` has no rows (shape (0, p): the value only).
@@ -344,10 +344,10 @@ def _mabn_kernel(m, kp, mu0, f0, slope, root, grad):
     (0 where Q_l = 0 and for l = 0).
     """
     K, p = m.shape
-    S = np.zeros((K, p))
-    for i in range(1, K):
-        for j in range(p):
-            S[i, j] = S[i - 1, j] + m[i - 1, j]
+    # one pass over the rows: S_i, the sums of the pass and sum_i m_i (each
+    # loop over the p coordinates fuses what would otherwise be separate ones)
+    S = np.empty((K, p))
+    total = np.zeros(p)
     energy = 0.0
     for j in range(p):
         energy += kp * mu0[j] * m[0, j]
@@ -359,29 +359,27 @@ def _mabn_kernel(m, kp, mu0, f0, slope, root, grad):
         sm = 0.0
         mm = 0.0
         for j in range(p):
-            ss += S[i, j] * S[i, j]
-            sm += S[i, j] * m[i, j]
+            s_ij = S[i - 1, j] + m[i - 1, j] if i > 0 else 0.0
+            S[i, j] = s_ij
+            ss += s_ij * s_ij
+            sm += s_ij * m[i, j]
             mm += m[i, j] * m[i, j]
+            total[j] += m[i, j]
         energy -= kp * sm
         if i >= 1:
-            q = max(i + ss - sumsq, 0.0)
-            root_q = np.sqrt(q)
+            q = i + ss - sumsq
+            root_q = math.sqrt(0.0 if 0.0 > q else q)
             z += f0 + slope[i] * root_q
             if root_q > 0.0:
                 coef[i] = slope[i] / root_q
         sumsq += mm
     if grad.shape[0] > 0:
-        total = np.zeros(p)
-        for i in range(K):
-            for j in range(p):
-                total[j] += m[i, j]
         tail_cs = np.zeros(p)
         tail_c = 0.0
         for i in range(K - 1, -1, -1):
             for j in range(p):
                 grad[i, j] = (-kp * (total[j] - m[i, j])
                               - (tail_cs[j] - tail_c * m[i, j]))
-            for j in range(p):
                 tail_cs[j] += coef[i] * S[i, j]
             tail_c += coef[i]
         for j in range(p):
@@ -526,20 +524,20 @@ def _ascend_compiled(objectives, points, steps, n_rounds, tol):
     """:func:`ascend` through :func:`_ascend_kernel` (statistics of both sets)."""
     cfg, consts = objectives[0].cfg, objectives[0].consts
     mu = np.stack([pt.mu for pt in points])
-    kappa, r, s = (np.stack([getattr(pt, f) for pt in points]) for f in _FIELDS[1:])
+    pos = np.array([[getattr(pt, f) for f in _FIELDS[1:]] for pt in points])
     stacked = getattr(objectives[0].lik, "stacked_stats", None)
     if stacked is None or objectives[1].lik is not objectives[0].lik:
         stacked = [np.stack([obj.stats[i] for obj in objectives]) for i in range(3)]
     b, v, Q = (np.ascontiguousarray(a) for a in stacked)
     p = mu.shape[2]
     gain, accepted = _ascend_kernel(
-        mu, kappa, r, s, b, v, Q, np.array([obj.lam for obj in objectives]),
+        mu, pos, b, v, Q, np.array([obj.lam for obj in objectives]),
         float(cfg.kappa_prior), np.ascontiguousarray(cfg.mu0, dtype=np.float64),
         float(consts.f0), np.ascontiguousarray(consts.slope, dtype=np.float64),
         float(consts.root), float(cfg.gamma) if cfg.method == "pr" else None,
         np.array([set_alphas(cfg, 0), set_alphas(cfg, 1)]),
         _asymptotic_coefficients(0.5 * (p - 1.0)), steps, int(n_rounds), float(tol))
-    return [Point(mu[j], kappa[j], r[j], s[j]) for j in range(2)], gain, accepted
+    return [Point(mu[j], *pos[j]) for j in range(2)], gain, accepted
 
 
 # ---------------------------------------------------------------------------
@@ -657,98 +655,89 @@ def _omega_kernel(mu, gamma, grad):
 
 
 @njit(error_model="numpy")
-def _set_parts(mu, v, bes, gam, mb, mqm, kappa_prior, mu0, f0, slope, root, gamma, lam,
-               sep):
-    """:meth:`SetObjective.parts` of one set into ``sep`` (K,); returns the
-    coupling term. ``gamma`` None: "vi" (MABN prior), else "pr" with Omega's
-    variance weight ``gamma`` (as in :func:`_ascend_kernel`)."""
+def _set_terms(mu, pos, b, v, bes, gam, qm, mb, mqm, kappa_prior, mu0, f0, slope, root,
+               gamma, lam, alpha1, alpha2, sep, g_mu, g_pos):
+    """:meth:`SetObjective.parts` of one set into ``sep`` (K,), returning the
+    coupling term, and, unless ``g_mu`` has no rows (shape (0, p): the parts
+    only), :meth:`SetObjective.gradient` into ``g_mu`` (K, p) and ``g_pos``
+    (3, K), the gradients in (kappa, r, s) = ``pos`` (3, K). ``gamma`` None:
+    "vi" (MABN prior), else "pr" with Omega's variance weight ``gamma`` (as
+    in :func:`_ascend_kernel`)."""
     K, p = mu.shape
-    for k in range(K):
-        a, aok, omega, entropy = bes[0, k], bes[1, k], bes[2, k], bes[5, k]
-        eg, eg2 = gam[0, k], gam[1, k]
-        lik = (eg * a) * mb[k] + (eg2 * aok) * v[k] + (eg2 * omega) * mqm[k]
-        direction = entropy
-        if gamma is not None:
-            dot = 0.0
-            for t in range(p):
-                dot += mu[k, t] * mu0[t]
-            direction = entropy + root + kappa_prior * a * dot
-        sep[k] = direction + lik - gam[2, k]
-    if gamma is not None:
-        if lam != 0.0 and K > 1:
-            return lam * _omega_kernel(mu, gamma, np.empty((0, p)))
-        return 0.0
+    grad = g_mu.shape[0] > 0
+    # the mean directions A_k mu_k (the argument of the MABN bound of "vi")
     m = np.empty((K, p))
-    for k in range(K):
-        for t in range(p):
-            m[k, t] = bes[0, k] * mu[k, t]
-    return _mabn_kernel(m, kappa_prior, mu0, f0, slope, root, np.empty((0, p)))
-
-
-@njit(error_model="numpy")
-def _set_gradient(mu, kappa, r, s, b, v, bes, gam, qm, mb, mqm, kappa_prior, mu0, f0,
-                  slope, root, gamma, lam, alpha1, alpha2, g_mu, g_kappa, g_r, g_s):
-    """:meth:`SetObjective.gradient` of one set into (g_mu, g_kappa, g_r, g_s);
-    ``gamma`` as in :func:`_set_parts`."""
-    K, p = mu.shape
     for k in range(K):
         a, aok, omega, da, d_aok = bes[0, k], bes[1, k], bes[2, k], bes[3, k], bes[4, k]
         eg, eg2 = gam[0, k], gam[1, k]
+        g_c1, g_c2, g_c3 = mb[k], v[k], mqm[k]
+        lik = (eg * a) * g_c1 + (eg2 * aok) * g_c2 + (eg2 * omega) * g_c3
+        direction = bes[5, k]
+        dot = 0.0
+        if gamma is not None:
+            for t in range(p):
+                dot += mu[k, t] * mu0[t]
+            direction = direction + root + kappa_prior * a * dot
+        else:
+            for t in range(p):
+                m[k, t] = a * mu[k, t]
+        sep[k] = direction + lik - gam[2, k]
+        if not grad:
+            continue
         c1, c3 = eg * a, eg2 * omega
         for t in range(p):
             g_mu[k, t] = c1 * b[k, t] + 2.0 * c3 * qm[k, t]
-        g_c1, g_c2, g_c3 = mb[k], v[k], mqm[k]
-        rk, sk = r[k], s[k]
+        rk, sk = pos[1, k], pos[2, k]
         de_g2_dr = (2.0 * rk + 1.0) / (sk * sk)
-        g_kappa[k] = g_c1 * eg * da + (g_c2 - p * g_c3) * eg2 * d_aok - kappa[k] * da
-        g_r[k] = (g_c1 * a / sk + de_g2_dr * (g_c2 * aok + g_c3 * omega)
-                  - ((rk - alpha1) * trigamma(rk) + alpha2 / sk - 1.0))
-        g_s[k] = (-g_c1 * eg * a / sk - 2.0 * eg2 / sk * (g_c2 * aok + g_c3 * omega)
-                  - (alpha1 / sk - rk * alpha2 / (sk * sk)))
-    if gamma is not None:
-        for k in range(K):
-            dot = 0.0
+        g_pos[0, k] = g_c1 * eg * da + (g_c2 - p * g_c3) * eg2 * d_aok - pos[0, k] * da
+        g_pos[1, k] = (g_c1 * a / sk + de_g2_dr * (g_c2 * aok + g_c3 * omega)
+                       - ((rk - alpha1) * trigamma(rk) + alpha2 / sk - 1.0))
+        g_pos[2, k] = (-g_c1 * eg * a / sk
+                       - 2.0 * eg2 / sk * (g_c2 * aok + g_c3 * omega)
+                       - (alpha1 / sk - rk * alpha2 / (sk * sk)))
+        if gamma is not None:
             for t in range(p):
-                g_mu[k, t] += kappa_prior * bes[0, k] * mu0[t]
-                dot += mu[k, t] * mu0[t]
-            g_kappa[k] += kappa_prior * bes[3, k] * dot
-        if lam != 0.0 and K > 1:
-            G = np.empty((K, p))
-            _omega_kernel(mu, gamma, G)
+                g_mu[k, t] += kappa_prior * a * mu0[t]
+            g_pos[0, k] += kappa_prior * da * dot
+    G = np.empty((K, p) if grad else (0, p))
+    if gamma is not None:
+        if not (lam != 0.0 and K > 1):
+            return 0.0
+        coupled = lam * _omega_kernel(mu, gamma, G)
+        if grad:
             for k in range(K):
                 for t in range(p):
                     g_mu[k, t] += lam * G[k, t]
-        return
-    m = np.empty((K, p))
-    for k in range(K):
-        for t in range(p):
-            m[k, t] = bes[0, k] * mu[k, t]
-    G = np.empty((K, p))
-    _mabn_kernel(m, kappa_prior, mu0, f0, slope, root, G)
-    for k in range(K):
-        dot = 0.0
-        for t in range(p):
-            g_mu[k, t] += bes[0, k] * G[k, t]
-            dot += mu[k, t] * G[k, t]
-        g_kappa[k] += bes[3, k] * dot
+        return coupled
+    coupled = _mabn_kernel(m, kappa_prior, mu0, f0, slope, root, G)
+    if grad:
+        for k in range(K):
+            dot = 0.0
+            for t in range(p):
+                g_mu[k, t] += bes[0, k] * G[k, t]
+                dot += mu[k, t] * G[k, t]
+            g_pos[0, k] += bes[3, k] * dot
+    return coupled
 
 
 @njit(error_model="numpy")
-def _ascend_kernel(mu, kappa, r, s, b, v, Q, lams, kappa_prior, mu0, f0, slope, root,
-                   gamma, alphas, coef, steps, n_rounds, tol):
+def _ascend_kernel(mu, pos, b, v, Q, lams, kappa_prior, mu0, f0, slope, root, gamma,
+                   alphas, coef, steps, n_rounds, tol):
     """:func:`ascend` on the statistics, both sets in one compiled pass.
 
-    ``mu`` (2, K, p), ``kappa``, ``r``, ``s`` (2, K): experts then gates,
-    updated in place; ``b`` (2, K, p), ``v`` (2, K), ``Q`` (2, K, p, p) the
-    statistics of each set; ``gamma`` None for "vi" (the MABN prior), else
-    the variance weight of Omega for "pr": Numba compiles only the branches
-    of the method in use (it prunes ``gamma is None`` tests on the argument's
-    type), so a "vi" fit never compiles Omega; ``lams`` (2,) the weights of
-    Omega; ``coef`` the asymptotic coefficients of A_p;
-    ``steps`` (8, K) updated in place. The steps, trials and acceptance
-    rules are those of :func:`_ascend_python` (the derived quantities of a
-    trial point are recomputed for the field it changes only). Returns
-    (gain in nats, whether any step was accepted).
+    ``mu`` (2, K, p) and ``pos`` (2, 3, K), the (kappa, r, s) of each set:
+    experts then gates, updated in place; ``b`` (2, K, p), ``v`` (2, K), ``Q``
+    (2, K, p, p) the statistics of each set; ``gamma`` None for "vi" (the
+    MABN prior), else the variance weight of Omega for "pr": Numba compiles
+    only the branches of the method in use (it prunes ``gamma is None`` tests
+    on the argument's type), so a "vi" fit never compiles Omega; ``lams``
+    (2,) the weights of Omega; ``alphas`` (2, 2) the (shape, rate) of the
+    Gamma prior of each set's magnitudes; ``coef`` the asymptotic
+    coefficients of A_p; ``steps`` (8, K) updated in place. The steps,
+    trials and acceptance rules are those of :func:`_ascend_python` (the
+    derived quantities of a trial point are recomputed for the field it
+    changes only; the positive fields kappa, r, s move alike, in log scale).
+    Returns (gain in nats, whether any step was accepted).
     """
     _, K, p = mu.shape
     pf = float(p)
@@ -758,31 +747,35 @@ def _ascend_kernel(mu, kappa, r, s, b, v, Q, lams, kappa_prior, mu0, f0, slope, 
     mb = np.empty((2, K))
     mqm = np.empty((2, K))
     sep = np.empty((2, K))
-    coupled = np.empty(2)
+    values = np.empty(2)
+    # gradient outputs without rows: _set_terms evaluates the parts only
+    no_grad, no_grad_pos = np.empty((0, p)), np.empty((0, K))
     for j in range(2):
-        vmf_point_quantities_into(pf, kappa[j], coef, bes[j])
-        _gamma_into(r[j], s[j], alphas[j, 0], alphas[j, 1], gam[j])
+        vmf_point_quantities_into(pf, pos[j, 0], coef, bes[j])
+        _gamma_into(pos[j, 1], pos[j, 2], alphas[j, 0], alphas[j, 1], gam[j])
         _products_into(Q[j], b[j], mu[j], qm[j], mb[j], mqm[j])
-        coupled[j] = _set_parts(mu[j], v[j], bes[j], gam[j], mb[j], mqm[j], kappa_prior,
-                                mu0, f0, slope, root, gamma, lams[j], sep[j])
-    values = np.array([np.sum(sep[0]) + coupled[0], np.sum(sep[1]) + coupled[1]])
+        coupled = _set_terms(mu[j], pos[j], b[j], v[j], bes[j], gam[j], qm[j], mb[j],
+                             mqm[j], kappa_prior, mu0, f0, slope, root, gamma, lams[j],
+                             alphas[j, 0], alphas[j, 1], sep[j], no_grad, no_grad_pos)
+        total = 0.0
+        for k in range(K):
+            total += sep[j, k]
+        values[j] = total + coupled
     start = values[0] + values[1]
     accepted = False
-    g_mu, g_kappa, g_r, g_s = np.empty((K, p)), np.empty(K), np.empty(K), np.empty(K)
+    g_mu, g_pos = np.empty((K, p)), np.empty((3, K))
     direction = np.empty((K, p))
     t_mu, t_field = np.empty((K, p)), np.empty(K)
     t_bes, t_gam = np.empty((6, K)), np.empty((3, K))
     t_qm, t_mb, t_mqm, t_sep = np.empty((K, p)), np.empty(K), np.empty(K), np.empty(K)
     h = np.empty(K)
-    live = np.empty(K, dtype=np.bool_)
-    bad = np.empty(K, dtype=np.bool_)
     for _ in range(n_rounds):
         round_start = values[0] + values[1]
         for blk in range(8):
             j, f = blk // 4, blk % 4
-            _set_gradient(mu[j], kappa[j], r[j], s[j], b[j], v[j], bes[j], gam[j], qm[j],
-                          mb[j], mqm[j], kappa_prior, mu0, f0, slope, root, gamma,
-                          lams[j], alphas[j, 0], alphas[j, 1], g_mu, g_kappa, g_r, g_s)
+            _set_terms(mu[j], pos[j], b[j], v[j], bes[j], gam[j], qm[j], mb[j], mqm[j],
+                       kappa_prior, mu0, f0, slope, root, gamma, lams[j], alphas[j, 0],
+                       alphas[j, 1], t_sep, g_mu, g_pos)
             # the scaled ascent direction of the block (_scaled_direction)
             any_ok = False
             for k in range(K):
@@ -797,12 +790,7 @@ def _ascend_kernel(mu, kappa, r, s, b, v, Q, lams, kappa_prior, mu0, f0, slope, 
                         if a_t > m or a_t != a_t:  # NaN propagates, as np.max
                             m = a_t
                 else:
-                    if f == 1:
-                        d = kappa[j, k] * g_kappa[k]
-                    elif f == 2:
-                        d = r[j, k] * g_r[k]
-                    else:
-                        d = s[j, k] * g_s[k]
+                    d = pos[j, f - 1, k] * g_pos[f - 1, k]
                     direction[k, 0] = d
                     m = abs(d)
                 ok = m > 0.0 and math.isfinite(m)
@@ -818,17 +806,17 @@ def _ascend_kernel(mu, kappa, r, s, b, v, Q, lams, kappa_prior, mu0, f0, slope, 
             for k in range(K):
                 h[k] = steps[blk, k]
             while True:
+                # a vector is live while its step is at least MIN_STEP
                 n_live = 0
                 for k in range(K):
-                    live[k] = h[k] >= MIN_STEP
-                    n_live += live[k]
+                    n_live += h[k] >= MIN_STEP
                 if n_live == 0:
                     for k in range(K):
                         steps[blk, k] = INIT_STEP * 1e-3
                     break
                 # the trial point (_step): only the field f and what depends on it
                 for k in range(K):
-                    hk = h[k] if live[k] else 0.0
+                    hk = h[k] if h[k] >= MIN_STEP else 0.0
                     if f == 0:
                         nrm = 0.0
                         for t in range(p):
@@ -839,13 +827,11 @@ def _ascend_kernel(mu, kappa, r, s, b, v, Q, lams, kappa_prior, mu0, f0, slope, 
                         for t in range(p):
                             t_mu[k, t] /= nrm
                     else:
+                        x = pos[j, f - 1, k] * math.exp(hk * direction[k, 0])
                         if f == 1:
-                            x = kappa[j, k] * math.exp(hk * direction[k, 0])
-                            t_field[k] = min(max(x, KAPPA_MIN), KAPPA_MAX)
-                        elif f == 2:
-                            t_field[k] = r[j, k] * math.exp(hk * direction[k, 0])
-                        else:
-                            t_field[k] = s[j, k] * math.exp(hk * direction[k, 0])
+                            x = KAPPA_MIN if KAPPA_MIN > x else x
+                            x = KAPPA_MAX if KAPPA_MAX < x else x
+                        t_field[k] = x
                 # the trial's quantities: the current ones but for those of field f
                 # (one call site per kernel: each site is compiled separately)
                 x_mu, x_bes, x_gam, x_mb, x_mqm = mu[j], bes[j], gam[j], mb[j], mqm[j]
@@ -856,12 +842,17 @@ def _ascend_kernel(mu, kappa, r, s, b, v, Q, lams, kappa_prior, mu0, f0, slope, 
                     vmf_point_quantities_into(pf, t_field, coef, t_bes)
                     x_bes = t_bes
                 else:
-                    x_r, x_s = (t_field, s[j]) if f == 2 else (r[j], t_field)
+                    x_r, x_s = (t_field, pos[j, 2]) if f == 2 else (pos[j, 1], t_field)
                     _gamma_into(x_r, x_s, alphas[j, 0], alphas[j, 1], t_gam)
                     x_gam = t_gam
-                cp = _set_parts(x_mu, v[j], x_bes, x_gam, x_mb, x_mqm, kappa_prior, mu0, f0,
-                                slope, root, gamma, lams[j], t_sep)
-                cand = np.sum(t_sep) + cp
+                cp = _set_terms(x_mu, pos[j], b[j], v[j], x_bes, x_gam, qm[j], x_mb,
+                                x_mqm, kappa_prior, mu0, f0, slope, root, gamma,
+                                lams[j], alphas[j, 0], alphas[j, 1], t_sep, no_grad,
+                                no_grad_pos)
+                cand = 0.0
+                for k in range(K):
+                    cand += t_sep[k]
+                cand += cp
                 if math.isfinite(cand) and cand >= values[j]:
                     # element loops, not slice assignments (whose shape checks
                     # compile error-message formatting)
@@ -872,30 +863,29 @@ def _ascend_kernel(mu, kappa, r, s, b, v, Q, lams, kappa_prior, mu0, f0, slope, 
                                 qm[j, k, t] = t_qm[k, t]
                             mb[j, k] = t_mb[k]
                             mqm[j, k] = t_mqm[k]
-                        elif f == 1:
-                            kappa[j, k] = t_field[k]
-                            for t in range(6):
-                                bes[j, t, k] = t_bes[t, k]
                         else:
-                            if f == 2:
-                                r[j, k] = t_field[k]
+                            pos[j, f - 1, k] = t_field[k]
+                            if f == 1:
+                                for t in range(6):
+                                    bes[j, t, k] = t_bes[t, k]
                             else:
-                                s[j, k] = t_field[k]
-                            for t in range(3):
-                                gam[j, t, k] = t_gam[t, k]
+                                for t in range(3):
+                                    gam[j, t, k] = t_gam[t, k]
                         sep[j, k] = t_sep[k]
                     values[j] = cand
                     accepted = True
                     for k in range(K):
-                        steps[blk, k] = (min(2.0 * h[k], MAX_STEP) if live[k]
-                                         else INIT_STEP * 1e-3)
+                        x = 2.0 * h[k]
+                        steps[blk, k] = ((MAX_STEP if MAX_STEP < x else x)
+                                         if h[k] >= MIN_STEP else INIT_STEP * 1e-3)
                     break
+                # halve the steps of the live vectors whose own part decreased
+                # (of all live vectors when none did)
                 n_bad = 0
                 for k in range(K):
-                    bad[k] = live[k] and not (t_sep[k] >= sep[j, k])
-                    n_bad += bad[k]
+                    n_bad += h[k] >= MIN_STEP and not (t_sep[k] >= sep[j, k])
                 for k in range(K):
-                    if bad[k] or (n_bad == 0 and live[k]):
+                    if h[k] >= MIN_STEP and (n_bad == 0 or not (t_sep[k] >= sep[j, k])):
                         h[k] *= 0.5
         if values[0] + values[1] - round_start <= tol:
             break

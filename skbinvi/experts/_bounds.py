@@ -90,6 +90,7 @@ to inference in hybrid models", NIPS workshop 2007.
 [D] our derivations, written out in the docstrings and tested.
 """
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -394,14 +395,15 @@ def _gate_bracket(mean_t, var_t):
 @njit(inline="always")
 def _gate_derivatives(mean_i, var_i, ci, d, e, lam):
     """h'(c), h''(c) of one row (K >= 2); fills d_j = sqrt(w_j(c)), e_j = exp(-d_j)
-    and lam_j = lam(d_j) (K,) at this c, for :func:`_likelihood_row`."""
+    and lam_j = lam(d_j) (K,) at this c, for the likelihood pieces of
+    :func:`_objective_range`."""
     K = mean_i.shape[0]
     g = 1.0 - 0.5 * K
     H = 0.0
     for j in range(K):
         diff = ci - mean_i[j]
-        dj = np.sqrt(var_i[j] + diff * diff)
-        ej = np.exp(-dj)
+        dj = math.sqrt(var_i[j] + diff * diff)
+        ej = math.exp(-dj)
         if dj < 1e-2:
             d2 = dj * dj
             lj = 0.125 - d2 / 96.0
@@ -419,7 +421,7 @@ def _gate_derivatives(mean_i, var_i, ci, d, e, lam):
     return g, H
 
 
-@njit(inline="always")
+@njit(error_model="numpy")
 def _gate_newton_row(mean_i, var_i, ci, la, ha, n_rounds, tol, gain_tol, d, e, lam):
     """The safeguarded Newton iteration of :func:`_gate_newton_rows` for one row.
 
@@ -430,7 +432,7 @@ def _gate_newton_row(mean_i, var_i, ci, la, ha, n_rounds, tol, gain_tol, d, e, l
     """
     # n_rounds Newton steps, then one more evaluation at the last c: one call
     # site of _gate_derivatives (each inlined copy costs compile time)
-    last = max(n_rounds, 0)
+    last = n_rounds if n_rounds > 0 else 0
     for it in range(last + 1):
         g, H = _gate_derivatives(mean_i, var_i, ci, d, e, lam)
         if it == last:
@@ -641,103 +643,6 @@ def _optimal_likelihood_pieces(y, mean_b, second_b, mean_e, second_e, n_rounds, 
     return out + ((g_mean, g_second),) if want_weights else out
 
 
-@njit(inline="always")
-def _likelihood_row(sign_i, mean_b, second_b, mean_e, ci, phi, xi, d, e, lam_d, a,
-                    want_weights, g_mean, g_second):
-    """Optimal xi and phi and the three pieces of the likelihood bound, one row.
-
-    ``d``, ``e``, ``lam_d`` (K,) hold d_j, exp(-d_j) and lam(d_j) at ``ci``
-    (from :func:`_gate_newton_row`). With the optimal auxiliaries the [JJ]
-    quadratic terms vanish (xi^2 = E[t^2], d^2 = E[(t - c)^2]): expert_k =
-    log sigmoid(xi_k) + ((2y - 1) E[t_k] - xi_k)/2, the gate bound is c +
-    sum_j [log(1 + e^{-d_j}) + (E[eta_j^T x] - c + d_j)/2], and phi is the
-    softmax of expert + E[eta^T x]. Fills phi, xi (K,); returns (expert
-    term, gate term, entropy) of the row; ``a`` is a (K,) buffer. With
-    ``want_weights`` also fills the weights (2K,) of
-    :class:`~skbinvi.experts._variational._FixedAuxLikelihood` at these
-    auxiliaries (experts then gates): G_M = phi (2y - 1)/2, G_V = -phi
-    lam(xi); G_M = phi - 1/2 + 2 c lam(d), G_V = -lam(d), lam(x) =
-    tanh(x/2)/(4x) from the exp(-x) at hand (the series 1/8 - x^2/96 below
-    x = 1e-2, as in :func:`_gate_derivatives`). Checked against the NumPy
-    functions of this module in
-    ``tests/test_experts_bounds.py::test_fused_likelihood_kernel_matches_numpy``."""
-    K = mean_b.shape[0]
-    lse = ci
-    top = -np.inf
-    for k in range(K):
-        x = np.sqrt(max(second_b[k], 0.0))
-        xi[k] = x
-        ex = np.exp(-x)
-        # log sigmoid(x) = -log(1 + e^{-x}) for x >= 0
-        expert = -np.log1p(ex) + 0.5 * (sign_i * mean_b[k] - x)
-        if want_weights:
-            # lam(xi) kept in g_second until phi is known
-            if x < 1e-2:
-                g_second[k] = 0.125 - x * x / 96.0
-            else:
-                g_second[k] = (1.0 - ex) / ((1.0 + ex) * 4.0 * x)
-        lse += np.log1p(e[k]) + 0.5 * (mean_e[k] - ci + d[k])
-        a[k] = expert + mean_e[k]
-        if a[k] > top:
-            top = a[k]
-    total = 0.0
-    for k in range(K):
-        phi[k] = np.exp(a[k] - top)
-        total += phi[k]
-    e_term = 0.0
-    g_term = 0.0
-    # entropy: log phi_k = a_k - top - log(total), one log per row
-    h_term = np.log(total)
-    for k in range(K):
-        pk = phi[k] / total
-        phi[k] = pk
-        if pk > 0.0:
-            e_term += pk * (a[k] - mean_e[k])
-            g_term += pk * mean_e[k]
-            h_term -= pk * (a[k] - top)
-        if want_weights:
-            g_mean[k] = 0.5 * pk * sign_i
-            g_second[k] = -pk * g_second[k]
-            g_mean[K + k] = pk - 0.5 + 2.0 * ci * lam_d[k]
-            g_second[K + k] = -lam_d[k]
-    return e_term, g_term - lse, max(h_term, 0.0)
-
-
-@njit(inline="always")
-def _optimal_row(sign_i, mean_b, second_b, mean_e, var_e, c0_i, use_c0, n_rounds, tol,
-                 gain_tol, phi, xi, d, e, lam, a, terms, want_weights, g_mean,
-                 g_second):
-    """One row of :func:`_optimal_likelihood_pieces` from its moments (K,) each.
-
-    Bracket [lo, hi] and start of the gate parameter c as in
-    :func:`optimal_gate_auxiliaries` (``c0_i`` when ``use_c0``, else
-    2 - 4 / K + mean_k E[eta_k^T x]), :func:`_gate_newton_row`, then
-    :func:`_likelihood_row` at the c it returns, whose (expert, gate,
-    entropy) terms are added to ``terms`` (3,). Returns c.
-    """
-    K = mean_e.shape[0]
-    lo = np.inf
-    hi = -np.inf
-    vmax = -np.inf
-    msum = 0.0
-    for k in range(K):
-        lo = min(lo, mean_e[k])
-        hi = max(hi, mean_e[k])
-        vmax = max(vmax, var_e[k])
-        msum += mean_e[k]
-    lo = lo - 1.0
-    hi = hi + 1.0 + np.log(4.0 * K) + np.sqrt(K * vmax)
-    ci = c0_i if use_c0 else 2.0 - 4.0 / K + msum / K
-    ci = _gate_newton_row(mean_e, var_e, min(max(ci, lo), hi), lo, hi, n_rounds, tol,
-                          gain_tol, d, e, lam)
-    r = _likelihood_row(sign_i, mean_b, second_b, mean_e, ci, phi, xi, d, e, lam, a,
-                        want_weights, g_mean, g_second)
-    terms[0] += r[0]
-    terms[1] += r[1]
-    terms[2] += r[2]
-    return ci
-
-
 # rows per task of the parallel row passes (each task allocates its (K,) buffers once)
 _ROW_CHUNK = 512
 # row passes with at least this many row-vector pairs (n K) run in parallel.
@@ -757,23 +662,13 @@ def _row_outputs(n, K, want_weights):
             np.empty((nw, 2 * K)), np.empty((nw, 2 * K)))
 
 
-@njit
-def _sum_row_terms(row_terms):
-    """Column sums of the (n, 3) row terms in row order (the same for any
-    number of threads)."""
-    out = np.zeros(3)
-    for i in range(row_terms.shape[0]):
-        for j in range(3):
-            out[j] += row_terms[i, j]
-    return out[0], out[1], out[2]
-
-
-@njit(inline="always")
+@njit(error_model="numpy")
 def _objective_range(lo, hi, sign, sq, t_b, t_e, s_b, s_e, indptr, indices, data, mut_b,
                      mut_e, source, coef_b, coef_e, c0, use_c0, n_rounds, tol, gain_tol,
                      want_weights, phi, xi, d, c, g_mean, g_second, row_terms):
-    """Rows lo..hi-1 of :func:`_objective_rows` or :func:`_moment_rows` (their
-    own (K,) buffers).
+    """Rows lo..hi-1 of :func:`_objective_rows` or :func:`_moment_rows`: the
+    (expert, gate, entropy) terms of each row into ``row_terms`` (n, 3);
+    returns their sums over these rows, in row order.
 
     ``source`` says where the moments of row i come from. 0: the projections
     t = mu^T x are ``t_b[i]``, ``t_e[i]``; 1: they are formed here from the
@@ -783,11 +678,33 @@ def _objective_range(lo, hi, sign, sq, t_b, t_e, s_b, s_e, indptr, indices, data
     moments are formed from t, ``sq`` and ``coef_*``. 2: the moments are
     given, E[t] in ``t_b``, ``t_e`` and E[t^2] in ``s_b``, ``s_e`` (those of
     :func:`_moment_rows`).
+
+    Per row, from its moments (K,) each: the bracket [lo, hi] and start of
+    the gate parameter c as in :func:`optimal_gate_auxiliaries` (``c0[i]``
+    when ``use_c0``, else 2 - 4 / K + mean_k E[eta_k^T x]), then
+    :func:`_gate_newton_row`, which leaves d_j, exp(-d_j) and lam(d_j) at
+    the c it returns; at that c, the optimal xi and phi (into ``xi``,
+    ``phi``) and the three pieces of the likelihood bound. With the optimal
+    auxiliaries the [JJ] quadratic terms vanish (xi^2 = E[t^2], d^2 =
+    E[(t - c)^2]): expert_k = log sigmoid(xi_k) + ((2y - 1) E[t_k] - xi_k)/2,
+    the gate bound is c + sum_j [log(1 + e^{-d_j}) + (E[eta_j^T x] - c +
+    d_j)/2], and phi is the softmax of expert + E[eta^T x]. With
+    ``want_weights`` also the weights (2K,) of
+    :class:`~skbinvi.experts._variational._FixedAuxLikelihood` at these
+    auxiliaries (experts then gates) into row i of ``g_mean``, ``g_second``:
+    G_M = phi (2y - 1)/2, G_V = -phi lam(xi); G_M = phi - 1/2 + 2 c lam(d),
+    G_V = -lam(d), lam(x) = tanh(x/2)/(4x) from the exp(-x) at hand (the
+    series 1/8 - x^2/96 below x = 1e-2, as in :func:`_gate_derivatives`).
+    Checked against the NumPy functions of this module in
+    ``tests/test_experts_bounds.py::test_fused_likelihood_kernel_matches_numpy``.
     """
     K = phi.shape[1]
     a, var_e, e, lam = np.empty(K), np.empty(K), np.empty(K), np.empty(K)
     mean_b, second_b, mean_e = np.empty(K), np.empty(K), np.empty(K)
     row_b, row_e = np.empty(K), np.empty(K)
+    total_e = 0.0
+    total_g = 0.0
+    total_h = 0.0
     for i in range(lo, hi):
         if source == 2:
             for k in range(K):
@@ -795,7 +712,8 @@ def _objective_range(lo, hi, sign, sq, t_b, t_e, s_b, s_e, indptr, indices, data
                 second_b[k] = s_b[i, k]
                 m = t_e[i, k]
                 mean_e[k] = m
-                var_e[k] = max(s_e[i, k] - m * m, 0.0)
+                v = s_e[i, k] - m * m
+                var_e[k] = 0.0 if 0.0 > v else v
         elif source == 1:
             for k in range(K):
                 row_b[k] = 0.0
@@ -819,45 +737,119 @@ def _objective_range(lo, hi, sign, sq, t_b, t_e, s_b, s_e, indptr, indices, data
                 te = row_e[k]
                 m = coef_e[0, k] * te
                 mean_e[k] = m
-                var_e[k] = max(coef_e[1, k] * sq[i] + coef_e[2, k] * (te * te) - m * m,
-                               0.0)
+                v = coef_e[1, k] * sq[i] + coef_e[2, k] * (te * te) - m * m
+                var_e[k] = 0.0 if 0.0 > v else v
+        # the bracket and start of c
+        c_lo = math.inf
+        c_hi = -math.inf
+        vmax = -math.inf
+        msum = 0.0
+        for k in range(K):
+            m = mean_e[k]
+            if m < c_lo:
+                c_lo = m
+            if m > c_hi:
+                c_hi = m
+            if var_e[k] > vmax:
+                vmax = var_e[k]
+            msum += m
+        c_lo = c_lo - 1.0
+        c_hi = c_hi + 1.0 + math.log(4.0 * K) + math.sqrt(K * vmax)
+        ci = c0[i] if use_c0 else 2.0 - 4.0 / K + msum / K
+        if c_lo > ci:
+            ci = c_lo
+        if c_hi < ci:
+            ci = c_hi
+        ci = _gate_newton_row(mean_e, var_e, ci, c_lo, c_hi, n_rounds, tol, gain_tol,
+                              d[i], e, lam)
+        c[i] = ci
+        # xi, phi and the pieces at c
+        phi_i, xi_i, d_i = phi[i], xi[i], d[i]
         w = i if want_weights else 0
-        c[i] = _optimal_row(sign[i], mean_b, second_b, mean_e, var_e,
-                            c0[i] if use_c0 else 0.0, use_c0, n_rounds, tol, gain_tol,
-                            phi[i], xi[i], d[i], e, lam, a, row_terms[i], want_weights,
-                            g_mean[w], g_second[w])
-
-
-@njit
-def _objective_rows_serial_into(sign, sq, t_b, t_e, s_b, s_e, indptr, indices, data,
-                                mut_b, mut_e, source, coef_b, coef_e, c0, use_c0,
-                                n_rounds, tol, gain_tol, want_weights, phi, xi, d, c,
-                                g_mean, g_second):
-    """:func:`_objective_rows_serial` writing into given outputs (arguments of
-    :func:`_objective_range`); returns the terms."""
-    n = sign.shape[0]
-    row_terms = np.zeros((n, 3))
-    _objective_range(0, n, sign, sq, t_b, t_e, s_b, s_e, indptr, indices, data, mut_b,
-                     mut_e, source, coef_b, coef_e, c0, use_c0, n_rounds, tol, gain_tol,
-                     want_weights, phi, xi, d, c, g_mean, g_second, row_terms)
-    return _sum_row_terms(row_terms)
+        gm, gs = g_mean[w], g_second[w]
+        lse = ci
+        top = -math.inf
+        for k in range(K):
+            s2 = second_b[k]
+            x = math.sqrt(0.0 if 0.0 > s2 else s2)
+            xi_i[k] = x
+            ex = math.exp(-x)
+            # log sigmoid(x) = -log(1 + e^{-x}) for x >= 0
+            expert = -math.log1p(ex) + 0.5 * (sign[i] * mean_b[k] - x)
+            if want_weights:
+                # lam(xi) kept in g_second until phi is known
+                if x < 1e-2:
+                    gs[k] = 0.125 - x * x / 96.0
+                else:
+                    gs[k] = (1.0 - ex) / ((1.0 + ex) * 4.0 * x)
+            lse += math.log1p(e[k]) + 0.5 * (mean_e[k] - ci + d_i[k])
+            a[k] = expert + mean_e[k]
+            if a[k] > top:
+                top = a[k]
+        total = 0.0
+        for k in range(K):
+            phi_i[k] = math.exp(a[k] - top)
+            total += phi_i[k]
+        e_term = 0.0
+        g_term = 0.0
+        # entropy: log phi_k = a_k - top - log(total), one log per row
+        h_term = math.log(total)
+        for k in range(K):
+            pk = phi_i[k] / total
+            phi_i[k] = pk
+            if pk > 0.0:
+                e_term += pk * (a[k] - mean_e[k])
+                g_term += pk * mean_e[k]
+                h_term -= pk * (a[k] - top)
+            if want_weights:
+                gm[k] = 0.5 * pk * sign[i]
+                gs[k] = -pk * gs[k]
+                gm[K + k] = pk - 0.5 + 2.0 * ci * lam[k]
+                gs[K + k] = -lam[k]
+        g_term -= lse
+        h_term = 0.0 if 0.0 > h_term else h_term
+        row_terms[i, 0] = e_term
+        row_terms[i, 1] = g_term
+        row_terms[i, 2] = h_term
+        total_e += e_term
+        total_g += g_term
+        total_h += h_term
+    return total_e, total_g, total_h
 
 
 @njit(parallel=True)
-def _objective_rows_parallel_into(sign, sq, t_b, t_e, s_b, s_e, indptr, indices, data,
-                                  mut_b, mut_e, source, coef_b, coef_e, c0, use_c0,
-                                  n_rounds, tol, gain_tol, want_weights, phi, xi, d, c,
-                                  g_mean, g_second):
-    """:func:`_objective_rows_serial_into` in parallel chunks of rows (the same
-    numbers); returns the terms."""
+def _objective_rows_parallel(sign, sq, t_b, t_e, s_b, s_e, indptr, indices, data, mut_b,
+                             mut_e, source, coef_b, coef_e, c0, use_c0, n_rounds, tol,
+                             gain_tol, want_weights, phi, xi, d, c, g_mean, g_second,
+                             row_terms):
+    """:func:`_objective_range` over all rows in parallel chunks of rows; the
+    row terms are summed in row order afterwards (the numbers of the serial
+    pass)."""
     n = sign.shape[0]
-    row_terms = np.zeros((n, 3))
     for chunk in prange((n + _ROW_CHUNK - 1) // _ROW_CHUNK):
         _objective_range(chunk * _ROW_CHUNK, min(n, (chunk + 1) * _ROW_CHUNK), sign, sq,
-                         t_b, t_e, s_b, s_e, indptr, indices, data, mut_b, mut_e, source,
-                         coef_b, coef_e, c0, use_c0, n_rounds, tol, gain_tol,
+                         t_b, t_e, s_b, s_e, indptr, indices, data, mut_b, mut_e,
+                         source, coef_b, coef_e, c0, use_c0, n_rounds, tol, gain_tol,
                          want_weights, phi, xi, d, c, g_mean, g_second, row_terms)
-    return _sum_row_terms(row_terms)
+    total_e = 0.0
+    total_g = 0.0
+    total_h = 0.0
+    for i in range(n):
+        total_e += row_terms[i, 0]
+        total_g += row_terms[i, 1]
+        total_h += row_terms[i, 2]
+    return total_e, total_g, total_h
+
+
+def _row_pass(args, parallel):
+    """The terms of :func:`_objective_range` over all rows of ``args`` (its
+    arguments after ``lo``, ``hi``, without ``row_terms``), serial or in
+    parallel chunks (:func:`_objective_rows_parallel`): the same numbers."""
+    n = args[0].shape[0]
+    row_terms = np.empty((n, 3))
+    if parallel:
+        return _objective_rows_parallel(*args, row_terms)
+    return _objective_range(0, n, *args, row_terms)
 
 
 def _rows_source(t_b, t_e, csr):
@@ -891,8 +883,8 @@ def _moment_rows(sign, mean_b, second_b, mean_e, second_e, c0, use_c0, n_rounds,
     ``mean_*``, ``second_*`` (n, K) are the projection moments; the gate
     variances are max(second - mean^2, 0) as in :func:`_gate_moments`.
     Returns (phi, xi, c, d, (expert, gate, entropy terms), G_M, G_V), the
-    last two the fixed-auxiliary weights (n, 2K) of :func:`_likelihood_row`
-    (only with ``want_weights``). The kernels of :func:`_objective_rows`
+    last two the fixed-auxiliary weights (n, 2K) of :func:`_objective_range`
+    (only with ``want_weights``). The kernel of :func:`_objective_rows`
     with the moments given (source 2 of :func:`_objective_range`: one
     compiled row pass for both). Large passes run in parallel chunks of
     rows (:func:`use_parallel`); each row's terms are kept and summed in row
@@ -900,13 +892,12 @@ def _moment_rows(sign, mean_b, second_b, mean_e, second_e, c0, use_c0, n_rounds,
     """
     n, K = mean_b.shape
     phi, xi, d, c, g_mean, g_second = _row_outputs(n, K, want_weights)
-    kernel = (_objective_rows_parallel_into if use_parallel(n, K)
-              else _objective_rows_serial_into)
     unused_f, unused_i = np.zeros(1), np.zeros(1, dtype=np.int64)
     unused = np.zeros((1, K))
-    terms = kernel(sign, unused_f, mean_b, mean_e, second_b, second_e, unused_i, unused_i,
-                   unused_f, unused, unused, 2, unused, unused, c0, use_c0, n_rounds, tol,
-                   gain_tol, want_weights, phi, xi, d, c, g_mean, g_second)
+    terms = _row_pass((sign, unused_f, mean_b, mean_e, second_b, second_e, unused_i,
+                       unused_i, unused_f, unused, unused, 2, unused, unused, c0,
+                       use_c0, n_rounds, tol, gain_tol, want_weights, phi, xi, d, c,
+                       g_mean, g_second), use_parallel(n, K))
     return phi, xi, c, d, terms, g_mean, g_second
 
 
@@ -923,7 +914,8 @@ def _objective_rows(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, to
     ``coef_*`` (3, K) are the coefficients (E g A, E g^2 A / kappa,
     E g^2 (1 - p A / kappa)) of :func:`projection_moments`: per row the
     moments E[a^T x] = c1 t and E[(a^T x)^2] = c2 ||x||^2 + c3 t^2 are formed
-    in (K,) buffers (no (n, K) temporaries), then :func:`_optimal_row`.
+    in (K,) buffers (no (n, K) temporaries), then the rest of
+    :func:`_objective_range`.
     Returns (phi, xi, c, d, terms, G_M, G_V) as :func:`_moment_rows` (serial
     or parallel in the same way). ``out``: arrays (phi, xi, d, c, G_M, G_V)
     of a previous call that nothing uses any more, overwritten instead of
@@ -936,11 +928,9 @@ def _objective_rows(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, to
             or out[3].shape != (n,) or out[4].shape != (n, 2 * K)):
         out = _row_outputs(n, K, want_weights)
     phi, xi, d, c, g_mean, g_second = out
-    kernel = (_objective_rows_parallel_into if use_parallel(n, K)
-              else _objective_rows_serial_into)
-    terms = kernel(sign, sq, *_rows_source(t_b, t_e, csr), coef_b, coef_e, c0, use_c0,
-                   n_rounds, tol, gain_tol, want_weights, phi, xi, d, c, g_mean,
-                   g_second)
+    terms = _row_pass((sign, sq, *_rows_source(t_b, t_e, csr), coef_b, coef_e, c0,
+                       use_c0, n_rounds, tol, gain_tol, want_weights, phi, xi, d, c,
+                       g_mean, g_second), use_parallel(n, K))
     return phi, xi, c, d, terms, g_mean, g_second
 
 

@@ -1353,7 +1353,7 @@ def fit_mabn_hyperparameters(beta_samples, eta_samples):
 _PREDICT_BLOCK = 1 << 21  # projections per block of rows (16 MiB)
 
 
-@njit
+@njit(error_model="numpy")
 def _mixture_mean(P, S, K, out):
     """out[i] = (1/S) sum_s sum_k softmax_k(e_s)_k sigmoid(b_sk), where row i
     of P holds (b_s1..b_sK, e_s1..e_sK) for s = 1..S. O(S K) per row."""
@@ -1363,7 +1363,8 @@ def _mixture_mean(P, S, K, out):
             base = 2 * K * s
             m = P[i, base + K]
             for k in range(1, K):
-                m = max(m, P[i, base + K + k])
+                if P[i, base + K + k] > m:
+                    m = P[i, base + K + k]
             den = 0.0
             num = 0.0
             for k in range(K):

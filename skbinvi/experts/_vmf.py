@@ -261,7 +261,7 @@ def vmf_point_quantities(p, kappa):
     return _point_kernel(p, kappa, iv0, iv1, coef)
 
 
-@njit
+@njit(error_model="numpy")
 def _log_hyp0f1_one(b, x):
     """:func:`_log_hyp0f1` of one (b, x), with 30 + 3 sqrt(x) terms."""
     if not x > 0.0:
@@ -284,7 +284,7 @@ def _log_hyp0f1_one(b, x):
     return l_max + math.log(math.exp(-l_max) + rest)
 
 
-@njit
+@njit(error_model="numpy")
 def _point_kernel(p, kappa, iv0, iv1, coef):
     """:func:`vmf_point_quantities` from given ``ive`` values (when SciPy does
     not export ``ive`` to compiled code): :func:`_point_one` per element."""
@@ -304,7 +304,9 @@ def _point_one(p, k, iv0, iv1, coef, out, i):
     d(A/kappa)/dkappa, entropy."""
     nu = 0.5 * p - 1.0
     c = 0.5 * (p - 1.0)
-    asym_from = max(_ASYM_KAPPA_MIN, _ASYM_KAPPA_PER_C * c)
+    asym_from = _ASYM_KAPPA_PER_C * c
+    if not asym_from > _ASYM_KAPPA_MIN:
+        asym_from = _ASYM_KAPPA_MIN
     half_log_2pi_p = 0.5 * p * _LOG_2PI
     small = 0.25 * k * k <= _SERIES_X_OVER_B * (nu + 1.0)
     mask0 = small or not (iv0 > _IVE_TINY)
@@ -347,7 +349,7 @@ def _point_one(p, k, iv0, iv1, coef, out, i):
 _IVE = scipy_special("__pyx_fuse_1ive", numba.float64, numba.float64, numba.float64)
 
 
-@njit
+@njit(error_model="numpy")
 def vmf_point_quantities_into(p, kappa, coef, out):
     """:func:`vmf_point_quantities` from jitted code, into ``out`` (6, K).
 
@@ -394,7 +396,7 @@ def _ratio_asymptotic(c, kappa):
     return one_minus_a, da
 
 
-@njit
+@njit(error_model="numpy")
 def _asymptotic_sums(coef, kappa):
     """-sum_n a_n kappa^-n and -sum_n n a_n kappa^-(n+1) by Horner's rule.
 
@@ -409,7 +411,7 @@ def _asymptotic_sums(coef, kappa):
     return one_minus_a, da
 
 
-@njit
+@njit(error_model="numpy")
 def _asymptotic_one(coef, kappa):
     """(1 - A_p, dA_p/dkappa) at one kappa from the asymptotic series (Horner)."""
     inv = 1.0 / kappa

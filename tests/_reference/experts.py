@@ -30,10 +30,9 @@ from skbinvi.experts._bounds import (
     _gate_coordinate,
     _gate_moments,
     _gate_start,
-    _objective_rows_parallel_into,
-    _objective_rows_serial_into,
     _positive,
     _row_outputs,
+    _row_pass,
     _rows_source,
     expected_log_sigmoid_bound,
     expected_logsumexp_upper_bound,
@@ -874,27 +873,27 @@ def _likelihood_pieces(X, y, beta, eta, phi, xi, c, d, n_rounds, tol, c_init):
 
 def _objective_rows_serial(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds,
                            tol, gain_tol, want_weights, csr=None):
-    """:func:`_objective_rows_serial_into` into new arrays (a plain function:
-    a Numba function calling a parallel one can crash when both are loaded
-    from Numba's cache); ``csr`` as in :func:`_objective_rows`."""
-    n, K = sq.shape[0], coef_b.shape[1]
-    phi, xi, d, c, g_mean, g_second = _row_outputs(n, K, want_weights)
-    terms = _objective_rows_serial_into(sign, sq, *_rows_source(t_b, t_e, csr), coef_b,
-                                        coef_e, c0, use_c0, n_rounds, tol, gain_tol,
-                                        want_weights, phi, xi, d, c, g_mean, g_second)
-    return phi, xi, c, d, terms, g_mean, g_second
+    """The serial row pass of :func:`_objective_rows` into new arrays; ``csr``
+    as in :func:`_objective_rows`."""
+    return _rows_into_new(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, tol,
+                          gain_tol, want_weights, csr, False)
 
 
 def _objective_rows_parallel(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds,
                              tol, gain_tol, want_weights, csr=None):
-    """:func:`_objective_rows_parallel_into` into new arrays (see
+    """The parallel row pass of :func:`_objective_rows` into new arrays (see
     :func:`_objective_rows_serial`)."""
+    return _rows_into_new(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, tol,
+                          gain_tol, want_weights, csr, True)
+
+
+def _rows_into_new(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, tol,
+                   gain_tol, want_weights, csr, parallel):
     n, K = sq.shape[0], coef_b.shape[1]
     phi, xi, d, c, g_mean, g_second = _row_outputs(n, K, want_weights)
-    terms = _objective_rows_parallel_into(sign, sq, *_rows_source(t_b, t_e, csr),
-                                          coef_b, coef_e, c0, use_c0, n_rounds, tol,
-                                          gain_tol, want_weights, phi, xi, d, c, g_mean,
-                                          g_second)
+    terms = _row_pass((sign, sq, *_rows_source(t_b, t_e, csr), coef_b, coef_e, c0,
+                       use_c0, n_rounds, tol, gain_tol, want_weights, phi, xi, d, c,
+                       g_mean, g_second), parallel)
     return phi, xi, c, d, terms, g_mean, g_second
 
 
