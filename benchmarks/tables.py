@@ -248,7 +248,30 @@ def mixture_tables():
     return Table(header, rows, "python benchmarks/bench_moe.py --sections tables")
 
 
+def first_fit():
+    """Import, compile and fit: every estimator's first fit in a fresh process.
+
+    From ``bench_first_fit.json`` (``bench_first_fit.py``): wall seconds of a
+    fresh process with an empty Numba cache (import, data, compilation and
+    the fit), of the same process on the cache a first one wrote, and the
+    fit once compiled (the fastest repeat, wall / CPU).
+    """
+    doc = load("bench_first_fit")
+    rows = []
+    for name, r in doc["estimators"].items():
+        cold, cached = r["cold"], r["cached"]
+        warm = cached["fits"][1:] or cached["fits"]
+        rows.append([name, f"{cold['wall_seconds']:.1f}",
+                     f"{cold['fits'][0]['wall']:.1f}", f"{cached['wall_seconds']:.1f}",
+                     f"{min(f['wall'] for f in warm):.2f} / "
+                     f"{min(f['cpu'] for f in warm):.2f}"])
+    header = ["estimator", "fresh process, empty cache s", "of which the first fit s",
+              "fresh process, cached s", "fit once compiled s (wall / CPU)"]
+    return Table(header, rows, "python benchmarks/bench_first_fit.py")
+
+
 TABLES = {
+    "first_fit": first_fit,
     "noisy_or_epochs": noisy_or_epochs,
     "mixture_tables": mixture_tables,
     "document_features": document_features,
