@@ -457,6 +457,50 @@ def test_direct_likelihood_reuses_projections_only_for_the_same_mu():
         mu3[:] = mu1
 
 
+@pytest.mark.parametrize("sparse", [True, False])
+def test_line_search_trials_equal_a_pass_over_the_data(sparse):
+    """A trial mu(h) = (mu + h d) / ||mu + h d|| of the ascent's line search is
+    priced from X mu^T and X d^T (one pass for the line): the same value as a
+    pass at mu(h), to rounding, per vector and per step; the gradient and
+    value at the trial then reuse those projections; dL/dmu is skipped when
+    not asked for, the other derivatives unchanged."""
+    rng = np.random.RandomState(5)
+    X = _messy_csr(rng, 80, 11)
+    if not sparse:
+        X = X.toarray()
+    y = (rng.rand(80) < 0.5).astype(float)
+    K, p = 4, 11
+    beta, eta = _random_q(K, p, rng), _random_q(K, p, rng)
+    _, aux = REF.variational_objective(X, y, beta, eta, method="vi", return_aux=True)
+    sq = np.asarray((X.multiply(X) if sparse else X * X).sum(axis=1)).ravel()
+    c1, c2, c3 = rng.uniform(0.5, 2.0, (3, K))
+    for which in (0, 1):
+        lik = _FixedAuxLikelihood(X, y, sq, aux, False)
+        mu = _random_q(K, p, rng).mu
+        d = rng.normal(size=(K, p))
+        d -= np.sum(d * mu, axis=1, keepdims=True) * mu  # tangent, as the ascent's
+        lik.line(which, mu, d)
+        for h in (np.full(K, 0.5), np.array([0.0, 1e-3, 0.3, 2.0])):
+            trial = mu + h[:, None] * d
+            trial /= np.linalg.norm(trial, axis=1, keepdims=True)
+            fresh = _FixedAuxLikelihood(X, y, sq, aux, False)
+            want = fresh.moments_value(which, trial, c1, c2, c3)
+            got = lik.moments_value(which, trial, c1, c2, c3, line=h)
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+            # the trial's projections are remembered: value and gradient agree
+            np.testing.assert_allclose(lik.moments_value(which, trial, c1, c2, c3),
+                                       want, rtol=1e-12, atol=1e-12)
+            for a, b in zip(lik.moments_gradient(which, trial, c1, c3),
+                            fresh.moments_gradient(which, trial, c1, c3), strict=True):
+                np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+        no_mu = lik.moments_gradient(which, mu, c1, c3, need_mu=False)
+        full = _FixedAuxLikelihood(X, y, sq, aux, False).moments_gradient(which, mu,
+                                                                          c1, c3)
+        assert no_mu[0] is None
+        for a, b in zip(no_mu[1:], full[1:], strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
 def test_statistics_and_direct_fits_agree():
     X, y = _two_expert_data(n=80, seed=3)
     a = REF.fit_variational(X, y, 2, max_iter=4, random_state=0, statistics=True)

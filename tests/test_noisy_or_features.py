@@ -287,7 +287,7 @@ def _zipf_truth(seed, n_causes=30):
 
 
 def _recovered(model, components):
-    """True causes matched (Hungarian, on cosines) by a learned one with cosine >= 0.9."""
+    """True causes matched (Hungarian, on cosines) by a learned one, cosine >= 0.9."""
     return int((_matched_cosines(components, model.components_) >= 0.9).sum())
 
 
@@ -310,7 +310,8 @@ def test_cooccurrence_start_recovers_more_true_causes(inference):
                                                random_state=seed).fit(X)
         gains.append(_recovered(fits["cooccurrence"], components)
                      - _recovered(fits["data"], components))
-        elbo_gains.append(fits["cooccurrence"].score(X_test) - fits["data"].score(X_test))
+        elbo_gains.append(fits["cooccurrence"].score(X_test)
+                          - fits["data"].score(X_test))
     assert sum(gains) > 0 and min(gains) >= 0, gains
     assert min(elbo_gains) > 1.0, elbo_gains
 

@@ -367,8 +367,8 @@ def test_free_bits_adds_back_the_kl_gradient_of_the_released_causes_only():
     logit_prior = np.array([-4.0, -1.0, 0.5, -6.0, -2.0])
     logit_q = logit_prior + rng.normal(scale=[0.1, 2.0, 0.05, 0.3, 3.0], size=(B, K))
 
-    def kl(l):
-        q = expit(l)
+    def kl(logit):
+        q = expit(logit)
         mu = expit(logit_prior)
         return q * np.log(q / mu) + (1 - q) * np.log((1 - q) / (1 - mu))
 

@@ -145,11 +145,15 @@ class Point:
     that do not depend on the changed field.
     """
 
-    __slots__ = ("mu", "kappa", "r", "s", "_bessel", "_gamma", "_direction", "_lik")
+    __slots__ = ("mu", "kappa", "r", "s", "_bessel", "_gamma", "_direction", "_lik",
+                 "_line")
 
     def __init__(self, mu, kappa, r, s):
         self.mu, self.kappa, self.r, self.s = mu, kappa, r, s
         self._bessel = self._gamma = self._direction = self._lik = None
+        # the steps h (K,) when mu is a trial of the line search of the ascent
+        # (see _FixedAuxLikelihood.line)
+        self._line = None
 
     def replace(self, field, value):
         new = Point(self.mu, self.kappa, self.r, self.s)
@@ -233,7 +237,8 @@ class SetObjective:
                 _, mb, mqm = self._mu_products(pt.mu)
                 pt._lik = c1 * mb + c2 * self.stats[1] + c3 * mqm
             else:
-                pt._lik = self.lik.moments_value(self.which, pt.mu, c1, c2, c3)
+                pt._lik = self.lik.moments_value(self.which, pt.mu, c1, c2, c3,
+                                                 pt._line)
         return pt._lik
 
     def direction(self, pt):
@@ -253,8 +258,13 @@ class SetObjective:
         return float(np.sum(sep)) + coupled
 
     # -------------------------------------------------------------- gradient
-    def gradient(self, pt):
-        """dF_set/d(mu, kappa, r, s) at ``pt`` (mu Euclidean)."""
+    def gradient(self, pt, need_mu=True):
+        """dF_set/d(mu, kappa, r, s) at ``pt`` (mu Euclidean).
+
+        ``need_mu=False``: the first entry is None (without the statistics,
+        dF/dmu costs a pass over the data that the kappa, r and s blocks of
+        the ascent do not need).
+        """
         cfg = self.cfg
         mu, kappa, r, s = pt.mu, pt.kappa, pt.r, pt.s
         a, aok, omega, da, d_aok, _ = pt.bessel()
@@ -268,7 +278,8 @@ class SetObjective:
             g_mu = c1[:, None] * b + 2.0 * c3[:, None] * qm
             g_c2 = v
         else:
-            g_mu, g_c1, g_c2, g_c3 = self.lik.moments_gradient(self.which, mu, c1, c3)
+            g_mu, g_c1, g_c2, g_c3 = self.lik.moments_gradient(self.which, mu, c1, c3,
+                                                               need_mu)
         de_g2_dr = (2.0 * r + 1.0) / (s * s)
         g_kappa = g_c1 * eg * da + (g_c2 - p * g_c3) * eg2 * d_aok
         g_r = g_c1 * a / s + de_g2_dr * (g_c2 * aok + g_c3 * omega)
@@ -276,14 +287,16 @@ class SetObjective:
         # vMF entropy: dH/dkappa = -kappa A'
         g_kappa = g_kappa - kappa * da
         if cfg.method == "pr":
-            g_mu = g_mu + cfg.kappa_prior * a[:, None] * cfg.mu0[None, :]
             g_kappa = g_kappa + cfg.kappa_prior * da * (mu @ cfg.mu0)
-            if self.lam != 0.0 and mu.shape[0] > 1:
-                g_mu = g_mu + self.lam * _omega(mu, cfg.gamma, True)[1]
+            if g_mu is not None:
+                g_mu = g_mu + cfg.kappa_prior * a[:, None] * cfg.mu0[None, :]
+                if self.lam != 0.0 and mu.shape[0] > 1:
+                    g_mu = g_mu + self.lam * _omega(mu, cfg.gamma, True)[1]
         else:
             G = _mabn(a[:, None] * mu, cfg, self.consts, True)[1]
-            g_mu = g_mu + a[:, None] * G
             g_kappa = g_kappa + da * np.einsum("kp,kp->k", mu, G)
+            if g_mu is not None:
+                g_mu = g_mu + a[:, None] * G
         # -KL(Gamma): d/dr = -[(r - alpha1) psi'(r) + alpha2/s - 1],
         #             d/ds = -[alpha1/s - r alpha2/s^2]
         g_r = g_r - ((r - alpha1) * special.polygamma(1, r) + alpha2 / s - 1.0)
@@ -491,9 +504,14 @@ def _ascend_python(objectives, points, steps, n_rounds, tol):
         for b in range(8):
             j, f = divmod(b, 4)
             pt, obj = points[j], objectives[j]
-            direction = _scaled_direction(pt, obj.gradient(pt), f)
+            direction = _scaled_direction(pt, obj.gradient(pt, need_mu=f == 0), f)
             if direction is None:
                 continue
+            # without the statistics, the trials of mu are priced from the
+            # projections of mu and of the direction (one pass over the data)
+            line = f == 0 and obj.stats is None
+            if line:
+                obj.lik.line(obj.which, pt.mu, direction)
             sep0 = obj.parts(pt)[0]
             h = steps[b].copy()
             while True:
@@ -503,6 +521,8 @@ def _ascend_python(objectives, points, steps, n_rounds, tol):
                     break
                 with np.errstate(all="ignore"):
                     new = _step(pt, f, direction, np.where(live, h, 0.0))
+                    if line:
+                        new._line = np.where(live, h, 0.0)
                     sep, coupled = obj.parts(new)
                     cand = float(np.sum(sep)) + coupled
                 if np.isfinite(cand) and cand >= values[j]:

@@ -99,8 +99,10 @@ _ONE_EXPERT_GATE = 4.0
 # the BMEM-G start uses a q that factorizes over the coordinates of every
 # vector (O(nnz K) per step, no p x p matrix) above this many design columns;
 # the full-covariance start costs O(K (sum_n nnz_n^2 + p^3)) per iteration,
-# and below this size little more than the factorized one
-_DIAGONAL_START_FEATURES = 200
+# and below this size little more than the factorized one (on dense rows of
+# about 100 columns, such as the one-hot Adult table of the benchmark, the
+# full-covariance start took most of the fit)
+_DIAGONAL_START_FEATURES = 100
 # an expert is in use when it is the most responsible expert, with
 # responsibility >= (K + 1) / (2 K) (half way from 1/K to 1), for at least this
 # fraction of the training rows
@@ -382,11 +384,12 @@ class _GaussianEngine(_Engine):
         # the same numbers with any number of threads), when every pass of a
         # candidate runs its serial kernel: Numba's fallback threading layer
         # (workqueue, without OpenMP or TBB) aborts on parallel kernels
-        # launched from two threads at once. The factorized candidates, a few
-        # sparse products each, run one after another.
+        # launched from two threads at once. The factorized candidates run
+        # in threads on dense rows (NumPy products, which release the GIL)
+        # and one after another on sparse ones.
         runs = candidates + ([one] if one is not None else [])
         n_threads = min(len(runs), numba.get_num_threads())
-        if diagonal or use_parallel(Xc.shape[0], 2 * K):
+        if (diagonal and sp.issparse(Xc)) or use_parallel(Xc.shape[0], 2 * K):
             n_threads = 1
         if n_threads > 1:
             with ThreadPoolExecutor(n_threads) as pool:
@@ -925,7 +928,7 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
     logistic regression (one expert in use), chosen on held-out rows, so the
     experts and gates start apart where the data put them, or as one expert
     where several do not predict better (User Guide, "Starting point"). Above
-    200 design columns (or when K p^2 > 2e7) that fit uses a q factorized over
+    100 design columns (or when K p^2 > 2e7) that fit uses a q factorized over
     coordinates, with no p x p matrix. Costs per outer iteration of "vi" /
     "pr": O(sum_n nnz_n^2 K) to form the bounds' sufficient statistics, then
     O(K p^2) per inner evaluation, memory O(K p^2 + n K); without the

@@ -473,8 +473,13 @@ def _fixed_aux_statistics(X, sq, g_mean, g_second):
 # outer iteration, statistics / direct): p = 250 (p^2 = 0.63 nnz) 0.068 /
 # 0.218, 400 (1.4) 0.113 / 0.241, 500 (2.1) 0.178 / 0.261, 600 (2.8) 0.245
 # / 0.280, 800 (4.7) 0.47 / 0.28; the crossing is near p^2 = 3.3 nnz.
+# Forming the statistics costs O(K sum_n nnz_n^2), a pass O(K nnz): on dense
+# rows the passes (the line search prices its trials without one, see
+# _FixedAuxLikelihood.line) win from about 100 columns (the tables of
+# benchmarks/bench_moe.py: the one-hot Adult table of 124 design columns
+# faster by passes, the 65 of the digits by the statistics).
 _STATS_MAX_ENTRIES = 20_000_000
-_STATS_MAX_ROW_NNZ = 256
+_STATS_MAX_ROW_NNZ = 100
 _STATS_MAX_SQUARE_PER_NNZ = 3.0
 
 
@@ -537,6 +542,7 @@ class _FixedAuxLikelihood:
                         (g_mean[:, K:], g_second[:, K:]))
         self.X, self.sq = X, sq
         self._cache = [None, None]
+        self._lines = [None, None]
         self.use_statistics = use_statistics
         if use_statistics:
             # both sets' b, v, Q in one pass over the pairs of non-zeros (n, 2K)
@@ -561,29 +567,54 @@ class _FixedAuxLikelihood:
         r and s blocks of the ascent move with mu fixed, so most evaluations
         need no pass (the same numbers as a new pass).
         """
-        cache = self._cache[which]
-        if cache is not None and (cache[0] is mu or np.array_equal(cache[0], mu)):
-            return cache[1:]
+        for cache in (self._cache[which], self._lines[which]):
+            if cache is not None and (cache[0] is mu or np.array_equal(cache[0], mu)):
+                return cache[1:5]
+        return self._remember(which, mu, np.asarray(self.X @ mu.T))
+
+    def _remember(self, which, mu, t):
+        """Cache and return the products of :meth:`_projections` for the
+        projections ``t`` = X mu^T."""
         g_mean, g_second = self.weights[which]
-        t = np.asarray(self.X @ mu.T)
         out = (t, np.sum(g_mean * t, axis=0), self.sq @ g_second,
                np.sum(g_second * t * t, axis=0))
         self._cache[which] = (mu.copy(),) + out
         return out
 
-    def moments_value(self, which, mu, c1, c2, c3):
+    def line(self, which, mu, direction):
+        """Start a line search of set ``which`` from ``mu`` along ``direction``
+        (K, p, tangent): one pass for the projections X direction^T, after
+        which every trial mu(h) = (mu + h direction) / ||mu + h direction||
+        costs O(n K), t(h) = (X mu^T + h X direction^T) / ||mu + h direction||
+        (:meth:`moments_value` with ``line``)."""
+        base = self._projections(which, mu)
+        self._lines[which] = ((mu.copy(),) + tuple(base)
+                              + (np.asarray(self.X @ direction.T), direction))
+
+    def moments_value(self, which, mu, c1, c2, c3, line=None):
         """L of each vector (K,) of set ``which`` from the data, given the
-        coefficients."""
-        _, mt, v, mt2 = self._projections(which, mu)
+        coefficients. ``line``: the steps h (K,) when ``mu`` is the trial
+        mu(h) of the line search of :meth:`line` (no pass over the data)."""
+        start = self._lines[which]
+        if line is not None and start is not None:
+            mu0, t0, td, direction = start[0], start[1], start[5], start[6]
+            norms = np.linalg.norm(mu0 + line[:, None] * direction, axis=1)
+            _, mt, v, mt2 = self._remember(which, mu, (t0 + td * line) / norms)
+        else:
+            _, mt, v, mt2 = self._projections(which, mu)
         return mt * c1 + v * c2 + mt2 * c3
 
-    def moments_gradient(self, which, mu, c1, c3):
-        """dL/dmu (K, p) and dL/d(c1, c2, c3) (K,) each, from the data."""
+    def moments_gradient(self, which, mu, c1, c3, need_mu=True):
+        """dL/dmu (K, p) and dL/d(c1, c2, c3) (K,) each, from the data
+        (dL/dmu None without ``need_mu``: no pass over the data)."""
         g_mean, g_second = self.weights[which]
         t, _, v, _ = self._projections(which, mu)
-        g_t = g_mean * c1 + 2.0 * g_second * c3 * t
-        g_mu = np.asarray(self.X.T @ g_t).T if sp.issparse(self.X) else g_t.T @ self.X
-        return (np.ascontiguousarray(g_mu), np.einsum("nk,nk->k", g_mean, t), v,
+        g_mu = None
+        if need_mu:
+            g_t = g_mean * c1 + 2.0 * g_second * c3 * t
+            g_mu = np.ascontiguousarray(
+                np.asarray(self.X.T @ g_t).T if sp.issparse(self.X) else g_t.T @ self.X)
+        return (g_mu, np.einsum("nk,nk->k", g_mean, t), v,
                 np.einsum("nk,nk->k", g_second, t * t))
 
 
