@@ -228,23 +228,31 @@ def mixture_tables():
     From the ``tables`` section of ``bench_moe.json`` (``bench_moe.py
     --sections tables``): stratified 5-fold cross-validated accuracy (mean
     over the folds), the share of the gap from logistic regression to
-    boosting that the mixture closes where boosting leads, fit CPU seconds
-    per fold and the experts in use per fold.
+    boosting that the mixture closes where boosting leads, fit CPU and wall
+    seconds per fold (CPU / wall) and the experts in use per fold; the last
+    row sums the fit seconds of every fold of every table.
     """
     section = load("bench_moe")["tables"]
     rows = []
+    total = {m: [0.0, 0.0] for m in ("mixture", "HistGradientBoosting")}
     for name, t in section["tables"].items():
         mix, lr, hgb = (t[m]["mean"] for m in
                         ("mixture", "LogisticRegression", "HistGradientBoosting"))
         closed = f"{100 * (mix - lr) / (hgb - lr):.0f}%" if hgb > lr + 0.005 else ""
         in_use = "/".join(str(f["n_active"]) for f in t["mixture"]["folds"])
+        secs = []
+        for m in total:
+            cpu, wall = t[m]["cpu_seconds"], t[m]["wall_seconds"]
+            total[m][0] += sum(cpu)
+            total[m][1] += sum(wall)
+            secs.append(f"{_mean(cpu):.2f} / {_mean(wall):.2f}")
         rows.append([name, f"{t['n']} x {t['p']}", f"{mix:.3f}", f"{lr:.3f}",
-                     f"{hgb:.3f}", f"{mix - lr:+.3f}", closed,
-                     f"{_mean(t['mixture']['cpu_seconds']):.2f}",
-                     f"{_mean(t['HistGradientBoosting']['cpu_seconds']):.2f}", in_use])
+                     f"{hgb:.3f}", f"{mix - lr:+.3f}", closed, *secs, in_use])
+    rows.append(["all folds of all tables, summed", "", "", "", "", "", "",
+                 *(f"{cpu:.1f} / {wall:.1f}" for cpu, wall in total.values()), ""])
     header = ["table", "rows x features", "mixture", "logistic regression",
               "gradient boosting", "mixture - LR", "gap closed",
-              "mixture CPU s", "boosting CPU s", "experts in use"]
+              "mixture s (CPU / wall)", "boosting s (CPU / wall)", "experts in use"]
     return Table(header, rows, "python benchmarks/bench_moe.py --sections tables")
 
 
