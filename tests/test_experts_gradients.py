@@ -123,7 +123,7 @@ def test_d_a_over_kappa_against_mpmath(p):
 # ---------------------------------------------------------------------------
 
 
-def _compiled_problem(method, sparse, seed):
+def _compiled_problem(method, sparse, seed, prior="gamma"):
     """(X, y, sq, cfg, consts, lams, beta, eta, value, aux) at a random q: 60
     rows, K = 3, p = 4, expert concentrations from 0.5 to 5,000 (every Bessel
     branch)."""
@@ -136,6 +136,9 @@ def _compiled_problem(method, sparse, seed):
     y = y.astype(float)
     cfg, lams = REF._check_config(method, 3.0 if method == "vi" else 0.5, np.eye(p)[-1],
                                   2.0, 0.5, (1.0, 2.0), 0.3, p)
+    if prior == "chi":  # the estimator's default: chi experts, Gamma gates
+        cfg = cfg._replace(alpha1=np.array([float(p), 2.0]), alpha2=np.array([0.0, 0.5]),
+                           alpha3=np.array([0.5, 0.0]))
     beta, eta = _params(rng, k, p), _params(rng, k, p)
     beta = beta._replace(kappa=np.array([0.5, 300.0, 5000.0]))
     Xd = X.toarray() if sparse else X
@@ -170,7 +173,8 @@ def _entry_fd(f, params, name, k, rel=1e-6):
 @pytest.mark.parametrize("method", ["vi", "pr"])
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("statistics", [True, False])
-def test_compiled_gradient_every_coordinate(method, sparse, statistics):
+@pytest.mark.parametrize("prior", ["gamma", "chi"])
+def test_compiled_gradient_every_coordinate(method, sparse, statistics, prior):
     """SetObjective.gradient (fixed auxiliaries, any set) equals central finite
     differences of SetObjective.value in every kappa, r, s entry and along two
     tangent directions of every mean direction."""
@@ -178,7 +182,7 @@ def test_compiled_gradient_every_coordinate(method, sparse, statistics):
     from skbinvi.experts._variational import _FixedAuxLikelihood
 
     X, y, sq, cfg, consts, lams, beta, eta, value, aux = _compiled_problem(
-        method, sparse, 1)
+        method, sparse, 1, prior)
     lik = _FixedAuxLikelihood(X, y, sq, aux, statistics)
     rng = np.random.default_rng(2)
     atol = 1e-7 * (abs(value) + 1.0)

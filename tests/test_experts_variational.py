@@ -727,9 +727,18 @@ def test_gaussian_fit_validation():
 # ---------------------------------------------------------------------------
 
 
-def _ascent_problem(method):
+def _chi_experts(cfg, p):
+    """``cfg`` with the estimator's default magnitude priors: the chi
+    distribution of an N(0, I_p) vector's norm for the experts, a Gamma for
+    the gates."""
+    return cfg._replace(alpha1=np.array([float(p), 2.0]), alpha2=np.array([0.0, 0.5]),
+                        alpha3=np.array([0.5, 0.0]))
+
+
+def _ascent_problem(method, prior="gamma"):
     """(X, y, cfg, lams, consts, beta, eta) of the inner-ascent tests: 150 rows,
-    K = 4, expert concentrations from 0.5 to 5,000 (every Bessel branch)."""
+    K = 4, expert concentrations from 0.5 to 5,000 (every Bessel branch);
+    ``prior="chi"``: the experts' magnitudes under :func:`_chi_experts`."""
     from skbinvi.experts._ascent import prior_constants
 
     rng = np.random.RandomState(0)
@@ -737,26 +746,56 @@ def _ascent_problem(method):
     K, p = 4, X.shape[1]
     cfg, lams = REF._check_config(method, 3.0 if method == "vi" else 0.5, np.eye(p)[-1],
                                   2.0, 0.5, (1.0, 2.0), 0.3, p)
+    if prior == "chi":
+        cfg = _chi_experts(cfg, p)
     beta, eta = _random_q(K, p, rng), _random_q(K, p, rng)
     beta = beta._replace(kappa=np.array([0.5, 20.0, 300.0, 5000.0]))
     return X, y, cfg, lams, prior_constants(cfg, K, p), beta, eta
 
 
+def test_chi_magnitude_kl_closed_form_equals_quadrature():
+    """KL(Gamma(r, s) || chi-type prior) of Point.gamma and of the compiled
+    _gamma_into equals the quadrature oracle REF.chi_kl, and the Gamma prior
+    (alpha3 = 0) still equals REF.gamma_kl."""
+    from skbinvi.experts import _ascent as A
+
+    r = np.array([0.7, 3.0, 40.0, 900.0])
+    s = np.array([0.4, 2.0, 9.0, 250.0])
+    for p in (2.0, 9.0, 124.0):
+        want = REF.chi_kl(r, s, p, 0.5)
+        got = A.Point(np.eye(4), np.ones(4), r, s).gamma(p, 0.0, 0.5)
+        np.testing.assert_allclose(got[2], want, rtol=1e-8, atol=1e-10)
+        if A.COMPILED:
+            out = np.empty((3, 4))
+            A._gamma_into(r, s, np.array([p, 0.0, 0.5]), out)
+            np.testing.assert_allclose(out, np.array(got), rtol=1e-12, atol=1e-12)
+    got = A.Point(np.eye(4), np.ones(4), r, s).gamma(2.0, 0.5)
+    np.testing.assert_allclose(got[2], REF.gamma_kl(r, s, 2.0, 0.5), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="alpha2 = 0"):
+        A.magnitude_log_normalizer(3.0, 0.5, 0.5)
+
+
 @pytest.mark.parametrize("method", ["vi", "pr"])
 @pytest.mark.parametrize("statistics", [True, False])
-def test_fast_objective_matches_reference(method, statistics):
+@pytest.mark.parametrize("prior", ["gamma", "chi"])
+def test_fast_objective_matches_reference(method, statistics, prior):
     """_ascent evaluates the objective without validation and with cached Bessel
     and Gamma functions: its value equals the reference REF.variational_objective,
     and its gradient equals central finite differences of its own value."""
     from skbinvi.experts._ascent import Point, SetObjective
     from skbinvi.experts._variational import objective_and_aux
 
-    X, y, cfg, lams, consts, beta, eta = _ascent_problem(method)
+    X, y, cfg, lams, consts, beta, eta = _ascent_problem(method, prior)
     mu0 = cfg.mu0
     ref, aux = REF.variational_objective(X, y, beta, eta, method=method,
                                          kappa_prior=cfg.kappa_prior, mu0=mu0,
                                          pr_weights=(1.0, 2.0), pr_gamma=0.3,
                                          return_aux=True)
+    if prior == "chi":  # the reference's experts' magnitude term, under the chi
+        gamma_cfg = cfg._replace(alpha1=2.0, alpha2=0.5, alpha3=0.0)
+        ref += (REF._magnitude_prior(beta, cfg._replace(alpha1=float(X.shape[1]),
+                                                        alpha3=0.5))
+                - REF._magnitude_prior(beta, gamma_cfg))
     sq = np.sum(X * X, axis=1)
     value, _ = objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams)
     assert value == pytest.approx(ref, rel=1e-12, abs=1e-9)
@@ -786,7 +825,8 @@ def test_fast_objective_matches_reference(method, statistics):
 
 
 @pytest.mark.parametrize("method", ["vi", "pr"])
-def test_compiled_ascent_equals_python_ascent(method):
+@pytest.mark.parametrize("prior", ["gamma", "chi"])
+def test_compiled_ascent_equals_python_ascent(method, prior):
     """The compiled inner ascent (_ascend_kernel: both sets, statistics path)
     takes the steps of the Python one (_ascend_python, the reference) from the
     same start: the same points, step sizes and gain, to rounding; the
@@ -796,7 +836,7 @@ def test_compiled_ascent_equals_python_ascent(method):
 
     if not A.COMPILED:
         pytest.skip("this SciPy does not export the special functions")
-    X, y, cfg, lams, consts, beta, eta = _ascent_problem(method)
+    X, y, cfg, lams, consts, beta, eta = _ascent_problem(method, prior)
     K = beta.mu.shape[0]
     sq = np.sum(X * X, axis=1)
     _, aux = V.objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams)

@@ -85,6 +85,12 @@ class ObjectiveConfig(NamedTuple):
         the experts' then the gates' (:func:`set_alphas`).
     gamma : float
         Variance weight of Omega ("pr").
+    alpha3 : float or ndarray of shape (2,), default=0.0
+        With ``alpha3 > 0`` (and ``alpha2 = 0``) the magnitude prior is
+        p(g) proportional to g^(alpha1 - 1) exp(-alpha3 g^2) instead of the
+        Gamma: with ``alpha1 = p`` and ``alpha3 = 1/2`` the chi distribution of
+        ||a|| under N(0, I_p), so that with a uniform direction the vector's
+        prior is N(0, I_p) exactly.
     """
 
     method: str
@@ -93,12 +99,28 @@ class ObjectiveConfig(NamedTuple):
     alpha1: float
     alpha2: float
     gamma: float
+    alpha3: float = 0.0
 
 
 def set_alphas(cfg, which):
-    """(alpha1, alpha2) of the Gamma prior of set ``which`` (0 experts, 1 gates)."""
+    """(alpha1, alpha2, alpha3) of the magnitude prior of set ``which`` (0
+    experts, 1 gates): log p(g) = (alpha1 - 1) log g - alpha2 g - alpha3 g^2
+    + const (:class:`ObjectiveConfig`)."""
     return (float(np.broadcast_to(cfg.alpha1, 2)[which]),
-            float(np.broadcast_to(cfg.alpha2, 2)[which]))
+            float(np.broadcast_to(cfg.alpha2, 2)[which]),
+            float(np.broadcast_to(cfg.alpha3, 2)[which]))
+
+
+def magnitude_log_normalizer(alpha1, alpha2, alpha3):
+    """log of the normalizer of the magnitude prior of :func:`set_alphas`:
+    log Gamma(alpha1) - alpha1 log alpha2 (Gamma, ``alpha3 = 0``), or
+    log Gamma(alpha1 / 2) - log 2 - (alpha1 / 2) log alpha3 (``alpha2 = 0``).
+    Raises ValueError for both ``alpha2`` and ``alpha3`` positive."""
+    if alpha3 > 0.0:
+        if alpha2 != 0.0:
+            raise ValueError("a magnitude prior with alpha3 > 0 needs alpha2 = 0.")
+        return special.gammaln(0.5 * alpha1) - np.log(2.0) - 0.5 * alpha1 * np.log(alpha3)
+    return special.gammaln(alpha1) - alpha1 * np.log(alpha2)
 
 
 class PriorConstants(NamedTuple):
@@ -175,14 +197,16 @@ class Point:
             self._bessel = tuple(vmf_point_quantities(self.mu.shape[1], self.kappa))
         return self._bessel
 
-    def gamma(self, alpha1, alpha2):
-        """(E g, E g^2, KL(q(g_k) || Gamma(alpha1, alpha2)) per vector), shapes (K,)."""
+    def gamma(self, alpha1, alpha2, alpha3=0.0):
+        """(E g, E g^2, KL(q(g_k) || prior) per vector), shapes (K,); the prior
+        of :func:`set_alphas` (the Gamma(alpha1, alpha2) with ``alpha3 = 0``)."""
         if self._gamma is None:
             r, s = self.r, self.s
+            eg, eg2 = r / s, (r + r * r) / (s * s)
             kl = ((r - alpha1) * special.digamma(r) - special.gammaln(r)
-                  + special.gammaln(alpha1) + alpha1 * (np.log(s) - np.log(alpha2))
-                  + r * (alpha2 - s) / s)
-            self._gamma = (r / s, (r + r * r) / (s * s), kl)
+                  + alpha1 * np.log(s) - r + alpha2 * eg + alpha3 * eg2
+                  + magnitude_log_normalizer(alpha1, alpha2, alpha3))
+            self._gamma = (eg, eg2, kl)
         return self._gamma
 
 
@@ -268,8 +292,8 @@ class SetObjective:
         cfg = self.cfg
         mu, kappa, r, s = pt.mu, pt.kappa, pt.r, pt.s
         a, aok, omega, da, d_aok, _ = pt.bessel()
-        alpha1, alpha2 = set_alphas(cfg, self.which)
-        eg, eg2, _ = pt.gamma(alpha1, alpha2)
+        alpha1, alpha2, alpha3 = set_alphas(cfg, self.which)
+        eg, eg2, _ = pt.gamma(alpha1, alpha2, alpha3)
         c1, c3 = eg * a, eg2 * omega
         p = mu.shape[1]
         if self.stats is not None:
@@ -297,10 +321,11 @@ class SetObjective:
             g_kappa = g_kappa + da * np.einsum("kp,kp->k", mu, G)
             if g_mu is not None:
                 g_mu = g_mu + a[:, None] * G
-        # -KL(Gamma): d/dr = -[(r - alpha1) psi'(r) + alpha2/s - 1],
-        #             d/ds = -[alpha1/s - r alpha2/s^2]
-        g_r = g_r - ((r - alpha1) * special.polygamma(1, r) + alpha2 / s - 1.0)
-        g_s = g_s - (alpha1 / s - r * alpha2 / (s * s))
+        # -KL: d/dr = -[(r - alpha1) psi'(r) + alpha2/s - 1 + alpha3 (2r + 1)/s^2],
+        #      d/ds = -[alpha1/s - r alpha2/s^2 - 2 alpha3 r (r + 1)/s^3]
+        g_r = g_r - ((r - alpha1) * special.polygamma(1, r) + alpha2 / s - 1.0
+                     + alpha3 * de_g2_dr)
+        g_s = g_s - (alpha1 / s - r * alpha2 / (s * s) - 2.0 * alpha3 * eg2 / s)
         return g_mu, g_kappa, g_r, g_s
 
 
@@ -572,16 +597,21 @@ COMPILED = _IVE is not None and _PSI is not None and _GAMMALN is not None
 
 
 @njit(error_model="numpy")
-def _gamma_into(r, s, alpha1, alpha2, out):
-    """:meth:`Point.gamma` into ``out`` (3, K): E g, E g^2, KL(q(g_k) || prior)."""
-    lg_alpha1 = _GAMMALN(alpha1, 0)
-    log_alpha2 = math.log(alpha2)
+def _gamma_into(r, s, alphas, out):
+    """:meth:`Point.gamma` into ``out`` (3, K): E g, E g^2, KL(q(g_k) || prior),
+    the prior of ``alphas`` = (alpha1, alpha2, alpha3) (:func:`set_alphas`)."""
+    alpha1, alpha2, alpha3 = alphas[0], alphas[1], alphas[2]
+    if alpha3 > 0.0:
+        log_z = _GAMMALN(0.5 * alpha1, 0) - math.log(2.0) - 0.5 * alpha1 * math.log(alpha3)
+    else:
+        log_z = _GAMMALN(alpha1, 0) - alpha1 * math.log(alpha2)
     for k in range(r.shape[0]):
         rk, sk = r[k], s[k]
-        out[0, k] = rk / sk
-        out[1, k] = (rk + rk * rk) / (sk * sk)
-        out[2, k] = ((rk - alpha1) * _PSI(rk, 0) - _GAMMALN(rk, 0) + lg_alpha1
-                     + alpha1 * (math.log(sk) - log_alpha2) + rk * (alpha2 - sk) / sk)
+        eg, eg2 = rk / sk, (rk + rk * rk) / (sk * sk)
+        out[0, k] = eg
+        out[1, k] = eg2
+        out[2, k] = ((rk - alpha1) * _PSI(rk, 0) - _GAMMALN(rk, 0) + alpha1 * math.log(sk)
+                     - rk + alpha2 * eg + alpha3 * eg2 + log_z)
 
 
 @njit(error_model="numpy")
@@ -676,7 +706,7 @@ def _omega_kernel(mu, gamma, grad):
 
 @njit(error_model="numpy")
 def _set_terms(mu, pos, b, v, bes, gam, qm, mb, mqm, kappa_prior, mu0, f0, slope, root,
-               gamma, lam, alpha1, alpha2, sep, g_mu, g_pos):
+               gamma, lam, alphas, sep, g_mu, g_pos):
     """:meth:`SetObjective.parts` of one set into ``sep`` (K,), returning the
     coupling term, and, unless ``g_mu`` has no rows (shape (0, p): the parts
     only), :meth:`SetObjective.gradient` into ``g_mu`` (K, p) and ``g_pos``
@@ -710,11 +740,14 @@ def _set_terms(mu, pos, b, v, bes, gam, qm, mb, mqm, kappa_prior, mu0, f0, slope
         rk, sk = pos[1, k], pos[2, k]
         de_g2_dr = (2.0 * rk + 1.0) / (sk * sk)
         g_pos[0, k] = g_c1 * eg * da + (g_c2 - p * g_c3) * eg2 * d_aok - pos[0, k] * da
+        alpha1, alpha2, alpha3 = alphas[0], alphas[1], alphas[2]
         g_pos[1, k] = (g_c1 * a / sk + de_g2_dr * (g_c2 * aok + g_c3 * omega)
-                       - ((rk - alpha1) * trigamma(rk) + alpha2 / sk - 1.0))
+                       - ((rk - alpha1) * trigamma(rk) + alpha2 / sk - 1.0
+                          + alpha3 * de_g2_dr))
         g_pos[2, k] = (-g_c1 * eg * a / sk
                        - 2.0 * eg2 / sk * (g_c2 * aok + g_c3 * omega)
-                       - (alpha1 / sk - rk * alpha2 / (sk * sk)))
+                       - (alpha1 / sk - rk * alpha2 / (sk * sk)
+                          - 2.0 * alpha3 * eg2 / sk))
         if gamma is not None:
             for t in range(p):
                 g_mu[k, t] += kappa_prior * a * mu0[t]
@@ -772,11 +805,11 @@ def _ascend_kernel(mu, pos, b, v, Q, lams, kappa_prior, mu0, f0, slope, root, ga
     no_grad, no_grad_pos = np.empty((0, p)), np.empty((0, K))
     for j in range(2):
         vmf_point_quantities_into(pf, pos[j, 0], coef, bes[j])
-        _gamma_into(pos[j, 1], pos[j, 2], alphas[j, 0], alphas[j, 1], gam[j])
+        _gamma_into(pos[j, 1], pos[j, 2], alphas[j], gam[j])
         _products_into(Q[j], b[j], mu[j], qm[j], mb[j], mqm[j])
         coupled = _set_terms(mu[j], pos[j], b[j], v[j], bes[j], gam[j], qm[j], mb[j],
                              mqm[j], kappa_prior, mu0, f0, slope, root, gamma, lams[j],
-                             alphas[j, 0], alphas[j, 1], sep[j], no_grad, no_grad_pos)
+                             alphas[j], sep[j], no_grad, no_grad_pos)
         total = 0.0
         for k in range(K):
             total += sep[j, k]
@@ -794,8 +827,8 @@ def _ascend_kernel(mu, pos, b, v, Q, lams, kappa_prior, mu0, f0, slope, root, ga
         for blk in range(8):
             j, f = blk // 4, blk % 4
             _set_terms(mu[j], pos[j], b[j], v[j], bes[j], gam[j], qm[j], mb[j], mqm[j],
-                       kappa_prior, mu0, f0, slope, root, gamma, lams[j], alphas[j, 0],
-                       alphas[j, 1], t_sep, g_mu, g_pos)
+                       kappa_prior, mu0, f0, slope, root, gamma, lams[j], alphas[j],
+                       t_sep, g_mu, g_pos)
             # the scaled ascent direction of the block (_scaled_direction)
             any_ok = False
             for k in range(K):
@@ -863,11 +896,11 @@ def _ascend_kernel(mu, pos, b, v, Q, lams, kappa_prior, mu0, f0, slope, root, ga
                     x_bes = t_bes
                 else:
                     x_r, x_s = (t_field, pos[j, 2]) if f == 2 else (pos[j, 1], t_field)
-                    _gamma_into(x_r, x_s, alphas[j, 0], alphas[j, 1], t_gam)
+                    _gamma_into(x_r, x_s, alphas[j], t_gam)
                     x_gam = t_gam
                 cp = _set_terms(x_mu, pos[j], b[j], v[j], x_bes, x_gam, qm[j], x_mb,
                                 x_mqm, kappa_prior, mu0, f0, slope, root, gamma,
-                                lams[j], alphas[j, 0], alphas[j, 1], t_sep, no_grad,
+                                lams[j], alphas[j], t_sep, no_grad,
                                 no_grad_pos)
                 cand = 0.0
                 for k in range(K):

@@ -203,24 +203,29 @@ def _diagonal_start(X, K):
 
 
 def _magnitude_priors(p):
-    """(alpha_1, alpha_2) of the Gamma priors of "vi" and "pr", experts then gates.
+    """(alpha_1, alpha_2, alpha_3) of the magnitude priors of "vi" and "pr",
+    experts then gates (:class:`~skbinvi.experts._ascent.ObjectiveConfig`).
 
     Arrays of shape (2,). The experts' prior with ``_EXPERT_MAGNITUDE =
-    "logistic"`` is Gamma(2 p - 1, 2 sqrt(p - 1)): the chi distribution of
-    ||beta|| under N(0, I_p) has log density (p - 1) log g - g^2 / 2 + const,
-    mode sqrt(p - 1) and curvature -2 there, and so has this Gamma. With a
-    uniform direction, the prior of beta is then close to the N(0, I_p) of
-    LogisticRegression(C=1) and of the BMEM-G start (``prior_std=1``).
+    "logistic"`` is the chi distribution of ||beta|| under N(0, I_p), log
+    density (p - 1) log g - g^2 / 2 + const (alpha = (p, 0, 1/2)): with a
+    uniform direction the prior of beta is the N(0, I_p) of
+    LogisticRegression(C=1) and of the BMEM-G start (``prior_std=1``). (A
+    Gamma(2 p - 1, 2 sqrt(p - 1)) matched to it at its mode shrank short
+    vectors less: a one-expert fit then drifted from the logistic regression
+    on small tables.) With ``_EXPERT_MAGNITUDE = None``, the Gamma of
+    ``_MAGNITUDE_SHAPE`` and ``_MAGNITUDE_RATE``; the gates' is the Gamma of
+    ``_GATE_MAGNITUDE_SHAPE`` and ``_GATE_MAGNITUDE_RATE``.
     """
     if _EXPERT_MAGNITUDE == "logistic":
-        expert = (2.0 * p - 1.0, 2.0 * np.sqrt(p - 1.0))
+        expert = (float(p), 0.0, 0.5)
     elif _EXPERT_MAGNITUDE is None:
-        expert = (float(_MAGNITUDE_SHAPE), float(_MAGNITUDE_RATE))
+        expert = (float(_MAGNITUDE_SHAPE), float(_MAGNITUDE_RATE), 0.0)
     else:
         raise ValueError(f"_EXPERT_MAGNITUDE must be 'logistic' or None; got "
                          f"{_EXPERT_MAGNITUDE!r}.")
-    return (np.array([expert[0], float(_GATE_MAGNITUDE_SHAPE)]),
-            np.array([expert[1], float(_GATE_MAGNITUDE_RATE)]))
+    gate = (float(_GATE_MAGNITUDE_SHAPE), float(_GATE_MAGNITUDE_RATE), 0.0)
+    return tuple(np.array([e, g]) for e, g in zip(expert, gate, strict=True))
 
 
 def _posterior_mean_vectors(params):
@@ -453,14 +458,14 @@ class _VariationalEngine(_Engine):
     def config(self, p):
         """(ObjectiveConfig, (lambda_1, lambda_2), PriorConstants) of "vi" / "pr"."""
         m = self.model
-        alpha1, alpha2 = _magnitude_priors(p)
+        alpha1, alpha2, alpha3 = _magnitude_priors(p)
         if m.inference == "vi":
             cfg = ObjectiveConfig("vi", float(m.diversity_strength), m._mu0(p),
-                                  alpha1, alpha2, 0.0)
+                                  alpha1, alpha2, 0.0, alpha3)
             lams = (0.0, 0.0)
         else:
             cfg = ObjectiveConfig("pr", 0.0, m._mu0(p), alpha1, alpha2,
-                                  float(_ANGLE_VARIANCE_WEIGHT))
+                                  float(_ANGLE_VARIANCE_WEIGHT), alpha3)
             lams = (float(m.expert_regularization), float(m.gate_regularization))
         return cfg, lams, prior_constants(cfg, m.n_components, p)
 
