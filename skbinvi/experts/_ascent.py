@@ -11,7 +11,7 @@ parameters (mu, kappa, r, s) of its K vectors:
                                                 bound + vMF entropy ("vi"), or
                                                 -KL to vMF(mu0, kappa0) +
                                                 lambda Omega ("pr")
-          - sum_k KL(Gamma(r_k, s_k) || Gamma(alpha1, alpha2)).
+          - sum_k KL(Gamma(r_k, s_k) || magnitude prior), see set_alphas.
 
 This module evaluates F_set and its gradient with no input validation (the
 estimator validates its parameters once, at its boundary) and with every
