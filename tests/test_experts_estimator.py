@@ -430,9 +430,9 @@ def test_real_tables_not_below_logistic_regression():
     for name, (X, y, margin) in tables.items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            mix = np.mean([cross_val_score(
-                make_pipeline(StandardScaler(), DiversityMixtureOfExperts(random_state=0)),
-                X, y, cv=cv).mean() for cv in cvs])
+            mixture = make_pipeline(StandardScaler(),
+                                    DiversityMixtureOfExperts(random_state=0))
+            mix = np.mean([cross_val_score(mixture, X, y, cv=cv).mean() for cv in cvs])
         lr = np.mean([cross_val_score(make_pipeline(StandardScaler(),
                                                     LogisticRegression(max_iter=5000)),
                                       X, y, cv=cv).mean() for cv in cvs])

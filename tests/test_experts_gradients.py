@@ -137,8 +137,8 @@ def _compiled_problem(method, sparse, seed, prior="gamma"):
     cfg, lams = REF._check_config(method, 3.0 if method == "vi" else 0.5, np.eye(p)[-1],
                                   2.0, 0.5, (1.0, 2.0), 0.3, p)
     if prior == "chi":  # the estimator's default: chi experts, Gamma gates
-        cfg = cfg._replace(alpha1=np.array([float(p), 2.0]), alpha2=np.array([0.0, 0.5]),
-                           alpha3=np.array([0.5, 0.0]))
+        cfg = cfg._replace(alpha1=np.array([float(p), 2.0]),
+                           alpha2=np.array([0.0, 0.5]), alpha3=np.array([0.5, 0.0]))
     beta, eta = _params(rng, k, p), _params(rng, k, p)
     beta = beta._replace(kappa=np.array([0.5, 300.0, 5000.0]))
     Xd = X.toarray() if sparse else X

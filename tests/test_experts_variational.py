@@ -770,7 +770,8 @@ def test_chi_magnitude_kl_closed_form_equals_quadrature():
             A._gamma_into(r, s, np.array([p, 0.0, 0.5]), out)
             np.testing.assert_allclose(out, np.array(got), rtol=1e-12, atol=1e-12)
     got = A.Point(np.eye(4), np.ones(4), r, s).gamma(2.0, 0.5)
-    np.testing.assert_allclose(got[2], REF.gamma_kl(r, s, 2.0, 0.5), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got[2], REF.gamma_kl(r, s, 2.0, 0.5), rtol=1e-12,
+                               atol=1e-12)
     with pytest.raises(ValueError, match="alpha2 = 0"):
         A.magnitude_log_normalizer(3.0, 0.5, 0.5)
 

@@ -119,7 +119,8 @@ def magnitude_log_normalizer(alpha1, alpha2, alpha3):
     if alpha3 > 0.0:
         if alpha2 != 0.0:
             raise ValueError("a magnitude prior with alpha3 > 0 needs alpha2 = 0.")
-        return special.gammaln(0.5 * alpha1) - np.log(2.0) - 0.5 * alpha1 * np.log(alpha3)
+        return (special.gammaln(0.5 * alpha1) - np.log(2.0)
+                - 0.5 * alpha1 * np.log(alpha3))
     return special.gammaln(alpha1) - alpha1 * np.log(alpha2)
 
 
@@ -602,7 +603,8 @@ def _gamma_into(r, s, alphas, out):
     the prior of ``alphas`` = (alpha1, alpha2, alpha3) (:func:`set_alphas`)."""
     alpha1, alpha2, alpha3 = alphas[0], alphas[1], alphas[2]
     if alpha3 > 0.0:
-        log_z = _GAMMALN(0.5 * alpha1, 0) - math.log(2.0) - 0.5 * alpha1 * math.log(alpha3)
+        log_z = (_GAMMALN(0.5 * alpha1, 0) - math.log(2.0)
+                 - 0.5 * alpha1 * math.log(alpha3))
     else:
         log_z = _GAMMALN(alpha1, 0) - alpha1 * math.log(alpha2)
     for k in range(r.shape[0]):
@@ -610,7 +612,8 @@ def _gamma_into(r, s, alphas, out):
         eg, eg2 = rk / sk, (rk + rk * rk) / (sk * sk)
         out[0, k] = eg
         out[1, k] = eg2
-        out[2, k] = ((rk - alpha1) * _PSI(rk, 0) - _GAMMALN(rk, 0) + alpha1 * math.log(sk)
+        out[2, k] = ((rk - alpha1) * _PSI(rk, 0) - _GAMMALN(rk, 0)
+                     + alpha1 * math.log(sk)
                      - rk + alpha2 * eg + alpha3 * eg2 + log_z)
 
 
