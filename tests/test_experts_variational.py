@@ -767,7 +767,8 @@ def test_chi_magnitude_kl_closed_form_equals_quadrature():
         np.testing.assert_allclose(got[2], want, rtol=1e-8, atol=1e-10)
         if A.COMPILED:
             out = np.empty((3, 4))
-            A._gamma_into(r, s, np.array([p, 0.0, 0.5]), out)
+            alphas = np.array([p, 0.0, 0.5, A.magnitude_log_normalizer(p, 0.0, 0.5)])
+            A._gamma_into(r, s, alphas, out)
             np.testing.assert_allclose(out, np.array(got), rtol=1e-12, atol=1e-12)
     got = A.Point(np.eye(4), np.ones(4), r, s).gamma(2.0, 0.5)
     np.testing.assert_allclose(got[2], REF.gamma_kl(r, s, 2.0, 0.5), rtol=1e-12,

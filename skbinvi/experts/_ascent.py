@@ -581,7 +581,8 @@ def _ascend_compiled(objectives, points, steps, n_rounds, tol):
         float(cfg.kappa_prior), np.ascontiguousarray(cfg.mu0, dtype=np.float64),
         float(consts.f0), np.ascontiguousarray(consts.slope, dtype=np.float64),
         float(consts.root), float(cfg.gamma) if cfg.method == "pr" else None,
-        np.array([set_alphas(cfg, 0), set_alphas(cfg, 1)]),
+        np.array([(*alphas, magnitude_log_normalizer(*alphas))
+                  for alphas in (set_alphas(cfg, 0), set_alphas(cfg, 1))]),
         _asymptotic_coefficients(0.5 * (p - 1.0)), steps, int(n_rounds), float(tol))
     return [Point(mu[j], *pos[j]) for j in range(2)], gain, accepted
 
@@ -600,13 +601,9 @@ COMPILED = _IVE is not None and _PSI is not None and _GAMMALN is not None
 @njit(error_model="numpy")
 def _gamma_into(r, s, alphas, out):
     """:meth:`Point.gamma` into ``out`` (3, K): E g, E g^2, KL(q(g_k) || prior),
-    the prior of ``alphas`` = (alpha1, alpha2, alpha3) (:func:`set_alphas`)."""
-    alpha1, alpha2, alpha3 = alphas[0], alphas[1], alphas[2]
-    if alpha3 > 0.0:
-        log_z = (_GAMMALN(0.5 * alpha1, 0) - math.log(2.0)
-                 - 0.5 * alpha1 * math.log(alpha3))
-    else:
-        log_z = _GAMMALN(alpha1, 0) - alpha1 * math.log(alpha2)
+    the prior of ``alphas`` = (alpha1, alpha2, alpha3, log normalizer)
+    (:func:`set_alphas`, :func:`magnitude_log_normalizer`)."""
+    alpha1, alpha2, alpha3, log_z = alphas[0], alphas[1], alphas[2], alphas[3]
     for k in range(r.shape[0]):
         rk, sk = r[k], s[k]
         eg, eg2 = rk / sk, (rk + rk * rk) / (sk * sk)
@@ -787,8 +784,9 @@ def _ascend_kernel(mu, pos, b, v, Q, lams, kappa_prior, mu0, f0, slope, root, ga
     MABN prior), else the variance weight of Omega for "pr": Numba compiles
     only the branches of the method in use (it prunes ``gamma is None`` tests
     on the argument's type), so a "vi" fit never compiles Omega; ``lams``
-    (2,) the weights of Omega; ``alphas`` (2, 2) the (shape, rate) of the
-    Gamma prior of each set's magnitudes; ``coef`` the asymptotic
+    (2,) the weights of Omega; ``alphas`` (2, 4) the (alpha1, alpha2, alpha3,
+    log normalizer) of each set's magnitude prior (:func:`set_alphas`,
+    :func:`magnitude_log_normalizer`); ``coef`` the asymptotic
     coefficients of A_p; ``steps`` (8, K) updated in place. The steps,
     trials and acceptance rules are those of :func:`_ascend_python` (the
     derived quantities of a trial point are recomputed for the field it

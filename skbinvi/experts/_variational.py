@@ -541,7 +541,11 @@ class _FixedAuxLikelihood:
         self.weights = ((g_mean[:, :K], g_second[:, :K]),
                         (g_mean[:, K:], g_second[:, K:]))
         self.X, self.sq = X, sq
+        # sum_n G_V,nk ||x_n||^2 of each set: independent of mu
+        self._v = (None if use_statistics
+                   else [sq @ self.weights[j][1] for j in range(2)])
         self._cache = [None, None]
+        # (mu, its products, X direction^T, direction) of each set's line search
         self._lines = [None, None]
         self.use_statistics = use_statistics
         if use_statistics:
@@ -569,16 +573,16 @@ class _FixedAuxLikelihood:
         """
         for cache in (self._cache[which], self._lines[which]):
             if cache is not None and (cache[0] is mu or np.array_equal(cache[0], mu)):
-                return cache[1:5]
+                return cache[1]
         return self._remember(which, mu, np.asarray(self.X @ mu.T))
 
     def _remember(self, which, mu, t):
         """Cache and return the products of :meth:`_projections` for the
         projections ``t`` = X mu^T."""
         g_mean, g_second = self.weights[which]
-        out = (t, np.sum(g_mean * t, axis=0), self.sq @ g_second,
+        out = (t, np.sum(g_mean * t, axis=0), self._v[which],
                np.sum(g_second * t * t, axis=0))
-        self._cache[which] = (mu.copy(),) + out
+        self._cache[which] = (mu.copy(), out)
         return out
 
     def line(self, which, mu, direction):
@@ -587,9 +591,8 @@ class _FixedAuxLikelihood:
         which every trial mu(h) = (mu + h direction) / ||mu + h direction||
         costs O(n K), t(h) = (X mu^T + h X direction^T) / ||mu + h direction||
         (:meth:`moments_value` with ``line``)."""
-        base = self._projections(which, mu)
-        self._lines[which] = ((mu.copy(),) + tuple(base)
-                              + (np.asarray(self.X @ direction.T), direction))
+        self._lines[which] = (mu.copy(), self._projections(which, mu),
+                              np.asarray(self.X @ direction.T), direction)
 
     def moments_value(self, which, mu, c1, c2, c3, line=None):
         """L of each vector (K,) of set ``which`` from the data, given the
@@ -597,7 +600,7 @@ class _FixedAuxLikelihood:
         mu(h) of the line search of :meth:`line` (no pass over the data)."""
         start = self._lines[which]
         if line is not None and start is not None:
-            mu0, t0, td, direction = start[0], start[1], start[5], start[6]
+            mu0, (t0, *_), td, direction = start
             norms = np.linalg.norm(mu0 + line[:, None] * direction, axis=1)
             _, mt, v, mt2 = self._remember(which, mu, (t0 + td * line) / norms)
         else:
