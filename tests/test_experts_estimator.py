@@ -440,10 +440,12 @@ def test_real_tables_not_below_logistic_regression():
 
 
 def _paper_magnitude_priors(monkeypatch):
-    """The paper's Gamma(2, 0.5) magnitudes for experts and gates, under which
-    the dead gates of the old random start were found (with the default soft
-    gate prior one gate takes every row instead)."""
+    """The paper's Gamma(2, 0.5) magnitudes for experts and gates and one
+    design for both (no intercept scale), under which the dead gates of the
+    old random start were found (with the default soft gate prior one gate
+    takes every row instead)."""
     monkeypatch.setattr(_estimator, "_EXPERT_MAGNITUDE", None)
+    monkeypatch.setattr(_estimator, "_EXPERT_INTERCEPT_SCALE", 1.0)
     monkeypatch.setattr(_estimator, "_GATE_MAGNITUDE_SHAPE", 2.0)
     monkeypatch.setattr(_estimator, "_GATE_MAGNITUDE_RATE", 0.5)
 

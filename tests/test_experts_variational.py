@@ -939,3 +939,80 @@ def test_extrapolation_kept_when_it_raises_the_objective(monkeypatch):
         elif len(passes) == 2:  # it lowered the objective: q1 was evaluated
             assert passes[0] <= before and state.omega == V._MIN_OMEGA
     assert short_but_kept >= 1
+
+
+@pytest.mark.parametrize("method", ["vi", "pr"])
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("K", [1, 4])
+def test_scaled_expert_intercept_is_a_second_design(method, sparse, K):
+    """ObjectiveConfig.intercept_scale = c: the experts see X with its last
+    (constant) column multiplied by c, the gates X itself. The objective
+    (the fused row kernel for K >= 2, dense and CSR; the moments path for
+    K = 1) equals the reference's with that experts' design, and the
+    fixed-auxiliary likelihood of each set (statistics or passes over the
+    data, line-search trials included) gives the values and gradients of one
+    built on that set's design: X diag(s) for the experts, X for the gates."""
+    from skbinvi.experts._ascent import Point, SetObjective, prior_constants
+    from skbinvi.experts._variational import objective_and_aux
+
+    rng = np.random.RandomState(4)
+    X, y = _two_expert_data(n=90, seed=4)  # last column: the constant 1
+    X[:, 1] *= rng.uniform(0.5, 2.0, 90)
+    c = 3.0
+    X_e = X.copy()
+    X_e[:, -1] *= c
+    if sparse:
+        X[rng.rand(*X.shape) < 0.3] = 0.0
+        X[:, -1] = 1.0
+        X_e[:, :-1] = X[:, :-1]
+        X, X_e = sp.csr_matrix(X), sp.csr_matrix(X_e)
+    p = X.shape[1]
+    cfg, lams = REF._check_config(method, 3.0 if method == "vi" else 0.5,
+                                  np.eye(p)[-1], 2.0, 0.5, (1.0, 2.0), 0.3, p)
+    scaled = cfg._replace(intercept_scale=c)
+    consts = prior_constants(cfg, K, p)
+    beta, eta = _random_q(K, p, rng), _random_q(K, p, rng)
+    ref, aux = REF.variational_objective(X, y, beta, eta, method=method,
+                                         kappa_prior=cfg.kappa_prior, mu0=cfg.mu0,
+                                         pr_weights=(1.0, 2.0), pr_gamma=0.3,
+                                         return_aux=True, expert_X=X_e)
+    unscaled = REF.variational_objective(X, y, beta, eta, method=method,
+                                         kappa_prior=cfg.kappa_prior, mu0=cfg.mu0,
+                                         pr_weights=(1.0, 2.0), pr_gamma=0.3)
+
+    def sq_of(A):
+        return np.asarray((A.multiply(A) if sparse else A * A).sum(axis=1)).ravel()
+
+    sq = sq_of(X)
+    value = objective_and_aux(X, y, sq, beta, eta, scaled, consts, lams)[0]
+    assert value == pytest.approx(ref, rel=1e-11, abs=1e-9)
+    assert abs(ref - unscaled) > 1e-3  # the scale changes the objective
+    assert objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams)[0] == \
+        pytest.approx(unscaled, rel=1e-11, abs=1e-9)
+    if K == 1:
+        return
+    s = V.design_scale(scaled, p)
+    np.testing.assert_array_equal(s, np.r_[np.ones(p - 1), c])
+    q2 = _random_q(K, p, rng)
+    d = rng.normal(size=(K, p))
+    d -= np.sum(d * q2.mu, axis=1, keepdims=True) * q2.mu
+    h = np.array([0.0, 1e-3, 0.3, 2.0])
+    trial = q2.mu + h[:, None] * d
+    trial /= np.linalg.norm(trial, axis=1, keepdims=True)
+    coefs = rng.uniform(0.5, 2.0, (3, K))
+    for statistics in (True, False):
+        lik = V._FixedAuxLikelihood(X, y, sq, aux, statistics, scale=s)
+        for which, (A, sq_a) in enumerate(((X_e, sq_of(X_e)), (X, sq))):
+            want = V._FixedAuxLikelihood(A, y, sq_a, aux, statistics)
+            obj = SetObjective(lik, which, scaled, consts, lams[which])
+            obj_want = SetObjective(want, which, cfg, consts, lams[which])
+            pt = Point(*q2)
+            assert np.sum(obj.likelihood(pt)) == pytest.approx(
+                np.sum(obj_want.likelihood(pt)), rel=1e-11)
+            for a, b in zip(obj.gradient(pt), obj_want.gradient(pt), strict=True):
+                np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+            if not statistics:
+                lik.line(which, q2.mu, d)
+                np.testing.assert_allclose(
+                    lik.moments_value(which, trial, *coefs, line=h),
+                    want.moments_value(which, trial, *coefs), rtol=1e-11, atol=1e-11)

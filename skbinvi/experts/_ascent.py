@@ -91,6 +91,13 @@ class ObjectiveConfig(NamedTuple):
         Gamma: with ``alpha1 = p`` and ``alpha3 = 1/2`` the chi distribution of
         ||a|| under N(0, I_p), so that with a uniform direction the vector's
         prior is N(0, I_p) exactly.
+    intercept_scale : float, default=1.0
+        The experts' design has its last column (the constant 1 of
+        ``fit_intercept``) multiplied by this number, the gates' does not:
+        an expert's intercept is ``intercept_scale`` times its last
+        coordinate, so its prior is that many times broader than the other
+        coordinates' (liblinear's ``intercept_scaling``, for the experts
+        alone). 1: one design for both sets.
     """
 
     method: str
@@ -100,6 +107,19 @@ class ObjectiveConfig(NamedTuple):
     alpha2: float
     gamma: float
     alpha3: float = 0.0
+    intercept_scale: float = 1.0
+
+
+def design_scale(cfg, p):
+    """The column scale s (p,) of the experts' design (:class:`ObjectiveConfig`
+    ``intercept_scale`` on the last column), or None when it is 1: the
+    experts see X diag(s), the gates X."""
+    c = float(cfg.intercept_scale)
+    if c == 1.0:
+        return None
+    s = np.ones(p)
+    s[-1] = c
+    return s
 
 
 def set_alphas(cfg, which):

@@ -663,9 +663,10 @@ def _row_outputs(n, K, want_weights):
 
 
 @njit(error_model="numpy")
-def _objective_range(lo, hi, sign, sq, t_b, t_e, s_b, s_e, indptr, indices, data, mut_b,
-                     mut_e, source, coef_b, coef_e, c0, use_c0, n_rounds, tol, gain_tol,
-                     want_weights, phi, xi, d, c, g_mean, g_second, row_terms):
+def _objective_range(lo, hi, sign, sq, sq_shift, t_b, t_e, s_b, s_e, indptr, indices,
+                     data, mut_b, mut_e, source, coef_b, coef_e, c0, use_c0, n_rounds,
+                     tol, gain_tol, want_weights, phi, xi, d, c, g_mean, g_second,
+                     row_terms):
     """Rows lo..hi-1 of :func:`_objective_rows` or :func:`_moment_rows`: the
     (expert, gate, entropy) terms of each row into ``row_terms`` (n, 3);
     returns their sums over these rows, in row order.
@@ -675,7 +676,9 @@ def _objective_range(lo, hi, sign, sq, t_b, t_e, s_b, s_e, indptr, indices, data
     CSR row (``indptr``, ``indices``, ``data``) and the mean directions
     transposed, ``mut_b``, ``mut_e`` (p, K): the sums of sparse-times-dense
     products in the same order, without the (n, K) arrays; with 0 and 1 the
-    moments are formed from t, ``sq`` and ``coef_*``. 2: the moments are
+    moments are formed from t, ``sq`` and ``coef_*`` (the experts' squared
+    row norms are ``sq + sq_shift``: their design may scale the intercept
+    column, :class:`~skbinvi.experts._ascent.ObjectiveConfig`). 2: the moments are
     given, E[t] in ``t_b``, ``t_e`` and E[t^2] in ``s_b``, ``s_e`` (those of
     :func:`_moment_rows`).
 
@@ -730,10 +733,11 @@ def _objective_range(lo, hi, sign, sq, t_b, t_e, s_b, s_e, indptr, indices, data
                 row_b[k] = t_b[i, k]
                 row_e[k] = t_e[i, k]
         if source != 2:
+            sq_b = sq[i] + sq_shift
             for k in range(K):
                 tb = row_b[k]
                 mean_b[k] = coef_b[0, k] * tb
-                second_b[k] = coef_b[1, k] * sq[i] + coef_b[2, k] * (tb * tb)
+                second_b[k] = coef_b[1, k] * sq_b + coef_b[2, k] * (tb * tb)
                 te = row_e[k]
                 m = coef_e[0, k] * te
                 mean_e[k] = m
@@ -818,16 +822,17 @@ def _objective_range(lo, hi, sign, sq, t_b, t_e, s_b, s_e, indptr, indices, data
 
 
 @njit(parallel=True)
-def _objective_rows_parallel(sign, sq, t_b, t_e, s_b, s_e, indptr, indices, data, mut_b,
-                             mut_e, source, coef_b, coef_e, c0, use_c0, n_rounds, tol,
-                             gain_tol, want_weights, phi, xi, d, c, g_mean, g_second,
-                             row_terms):
+def _objective_rows_parallel(sign, sq, sq_shift, t_b, t_e, s_b, s_e, indptr, indices,
+                             data, mut_b, mut_e, source, coef_b, coef_e, c0, use_c0,
+                             n_rounds, tol, gain_tol, want_weights, phi, xi, d, c,
+                             g_mean, g_second, row_terms):
     """:func:`_objective_range` over all rows in parallel chunks of rows; the
     row terms are summed in row order afterwards (the numbers of the serial
     pass)."""
     n = sign.shape[0]
     for chunk in prange((n + _ROW_CHUNK - 1) // _ROW_CHUNK):
         _objective_range(chunk * _ROW_CHUNK, min(n, (chunk + 1) * _ROW_CHUNK), sign, sq,
+                         sq_shift,
                          t_b, t_e, s_b, s_e, indptr, indices, data, mut_b, mut_e,
                          source, coef_b, coef_e, c0, use_c0, n_rounds, tol, gain_tol,
                          want_weights, phi, xi, d, c, g_mean, g_second, row_terms)
@@ -894,15 +899,15 @@ def _moment_rows(sign, mean_b, second_b, mean_e, second_e, c0, use_c0, n_rounds,
     phi, xi, d, c, g_mean, g_second = _row_outputs(n, K, want_weights)
     unused_f, unused_i = np.zeros(1), np.zeros(1, dtype=np.int64)
     unused = np.zeros((1, K))
-    terms = _row_pass((sign, unused_f, mean_b, mean_e, second_b, second_e, unused_i,
-                       unused_i, unused_f, unused, unused, 2, unused, unused, c0,
-                       use_c0, n_rounds, tol, gain_tol, want_weights, phi, xi, d, c,
+    terms = _row_pass((sign, unused_f, 0.0, mean_b, mean_e, second_b, second_e,
+                       unused_i, unused_i, unused_f, unused, unused, 2, unused, unused,
+                       c0, use_c0, n_rounds, tol, gain_tol, want_weights, phi, xi, d, c,
                        g_mean, g_second), use_parallel(n, K))
     return phi, xi, c, d, terms, g_mean, g_second
 
 
 def _objective_rows(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, tol,
-                    gain_tol, want_weights, out=None, csr=None):
+                    gain_tol, want_weights, out=None, csr=None, sq_shift=0.0):
     """:func:`_moment_rows` of a vMF x Gamma q from the projections.
 
     ``t_b``, ``t_e`` (n, K) are mu_k^T x_n of the experts and gates, or None
@@ -915,7 +920,9 @@ def _objective_rows(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, to
     E g^2 (1 - p A / kappa)) of :func:`projection_moments`: per row the
     moments E[a^T x] = c1 t and E[(a^T x)^2] = c2 ||x||^2 + c3 t^2 are formed
     in (K,) buffers (no (n, K) temporaries), then the rest of
-    :func:`_objective_range`.
+    :func:`_objective_range`. ``sq_shift``: the experts' squared row norms
+    are ``sq + sq_shift`` (an expert design whose constant column is
+    scaled; ``t_b`` or ``mu_b`` are then of that design).
     Returns (phi, xi, c, d, terms, G_M, G_V) as :func:`_moment_rows` (serial
     or parallel in the same way). ``out``: arrays (phi, xi, d, c, G_M, G_V)
     of a previous call that nothing uses any more, overwritten instead of
@@ -928,7 +935,8 @@ def _objective_rows(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, to
             or out[3].shape != (n,) or out[4].shape != (n, 2 * K)):
         out = _row_outputs(n, K, want_weights)
     phi, xi, d, c, g_mean, g_second = out
-    terms = _row_pass((sign, sq, *_rows_source(t_b, t_e, csr), coef_b, coef_e, c0,
+    terms = _row_pass((sign, sq, float(sq_shift), *_rows_source(t_b, t_e, csr),
+                       coef_b, coef_e, c0,
                        use_c0, n_rounds, tol, gain_tol, want_weights, phi, xi, d, c,
                        g_mean, g_second), use_parallel(n, K))
     return phi, xi, c, d, terms, g_mean, g_second

@@ -32,7 +32,7 @@ from .._base import (
 )
 from .._validation import IntInterval
 from ._angular import mutual_angles
-from ._ascent import KAPPA_MAX, ObjectiveConfig, prior_constants
+from ._ascent import KAPPA_MAX, ObjectiveConfig, design_scale, prior_constants
 from ._bounds import use_parallel
 from ._mcmc import (
     ADAPT_BLOCK,
@@ -135,6 +135,12 @@ _MAGNITUDE_RATE = 0.5
 # freedom of ||beta|| under N(0, I_p), the prior of LogisticRegression(C=1)
 # (p the design columns, intercept included); None: _MAGNITUDE_SHAPE, _RATE
 _EXPERT_MAGNITUDE = "logistic"
+# "vi" and "pr" with fit_intercept: the experts' design column of the
+# intercept holds this constant instead of 1 (the gates' holds 1), so that an
+# expert's intercept has a prior this many times broader than its weights'
+# (liblinear's intercept_scaling, for the experts alone; LogisticRegression
+# leaves its intercept unpenalized)
+_EXPERT_INTERCEPT_SCALE = 3.0
 # the Gamma(shape, rate) prior of the gate magnitudes of "vi" and "pr": with
 # standardized features a gate logit has prior variance about E[g^2], here
 # 3 / 32 (soft gates, which the rows must sharpen)
@@ -287,6 +293,10 @@ class _Engine:
 
     def set_attributes(self, states):
         """Fitted attributes of this algorithm alone (default: none)."""
+
+    def expert_scale(self, p):
+        """The column scale (p,) of the experts' design, or None (X itself)."""
+        return None
 
 
 class _GaussianEngine(_Engine):
@@ -461,13 +471,22 @@ class _VariationalEngine(_Engine):
         alpha1, alpha2, alpha3 = _magnitude_priors(p)
         if m.inference == "vi":
             cfg = ObjectiveConfig("vi", float(m.diversity_strength), m._mu0(p),
-                                  alpha1, alpha2, 0.0, alpha3)
+                                  alpha1, alpha2, 0.0, alpha3, self._intercept_scale())
             lams = (0.0, 0.0)
         else:
             cfg = ObjectiveConfig("pr", 0.0, m._mu0(p), alpha1, alpha2,
-                                  float(_ANGLE_VARIANCE_WEIGHT), alpha3)
+                                  float(_ANGLE_VARIANCE_WEIGHT), alpha3,
+                                  self._intercept_scale())
             lams = (float(m.expert_regularization), float(m.gate_regularization))
         return cfg, lams, prior_constants(cfg, m.n_components, p)
+
+    def _intercept_scale(self):
+        """The experts' intercept column (ObjectiveConfig.intercept_scale)."""
+        return float(_EXPERT_INTERCEPT_SCALE) if self.model.fit_intercept else 1.0
+
+    def expert_scale(self, p):
+        """The column scale (p,) of the experts' design, or None."""
+        return design_scale(self.config(p)[0], p)
 
     def start(self, X, y, rng):
         m = self.model
@@ -479,7 +498,11 @@ class _VariationalEngine(_Engine):
             beta = _init_params(K, p, rng, _INIT_CONCENTRATION, 1.0)
             eta = _init_params(K, p, rng, _INIT_CONCENTRATION, 1.0)
         else:
-            beta, eta = (params_from_vectors(v) for v in means)
+            scale = self.expert_scale(p)
+            # the BMEM-G vectors are of X: the experts' of X diag(scale) are
+            # theirs divided by the scale
+            beta = params_from_vectors(means[0] if scale is None else means[0] / scale)
+            eta = params_from_vectors(means[1])
         state = VariationalState(beta, eta)
         if means is not None:
             self._anneal_prior(X, y, state)
@@ -556,8 +579,11 @@ class _VariationalEngine(_Engine):
         state.spare = None
 
     def draws(self, state):
-        return (_posterior_mean_vectors(state.beta)[None],
-                _posterior_mean_vectors(state.eta)[None])
+        experts = _posterior_mean_vectors(state.beta)
+        scale = self.expert_scale(experts.shape[1])
+        if scale is not None:  # as vectors of X
+            experts = experts * scale
+        return experts[None], _posterior_mean_vectors(state.eta)[None]
 
     def concentration_price(self, states):
         """KL(q || uniform direction) of each expert's and its gate's direction.
@@ -806,7 +832,9 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
     fit_intercept : bool, default=True
         Append a constant feature, so that every expert and gate has an
         intercept (part of the vector the prior acts on; the root of the MABN
-        points along it).
+        points along it). In "vi" and "pr" the experts see that feature as 3
+        and the gates as 1, so that an expert's intercept has a prior three
+        times broader than its weights' (user guide, "Intercepts").
     max_iter : int, default=100
         Iterations per run: outer iterations of "vi", "pr" and the Gaussian
         "vi"; for "mcmc", blocks of 25 sweeps, which must cover ``burn_in``
@@ -870,7 +898,9 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
     expert_angle_mean_, expert_angle_var_ : ndarray of shape (n_problems,)
         Mean and variance of the pairwise non-obtuse angles (radians, in
         [0, pi/2]) between the posterior mean expert vectors (intercept
-        included); NaN for K = 1.
+        included), the vectors the angular prior acts on: with "vi" and "pr"
+        their intercept divided by the experts' intercept scale (user guide,
+        "Intercepts"); NaN for K = 1.
     gate_angle_mean_, gate_angle_var_ : ndarray of shape (n_problems,)
         The same for the gate vectors.
     expert_usage_ : ndarray of shape (n_problems, K)
@@ -1259,7 +1289,10 @@ class DiversityMixtureOfExperts(ClassNamePrefixFeaturesOutMixin, ClassifierMixin
         self.expert_intercept_ = np.stack([m[:, -1] * self.fit_intercept
                                            for m in mean_e])
         self.gate_intercept_ = np.stack([m[:, -1] * self.fit_intercept for m in mean_g])
-        ea = np.array([_angle_summary(m) for m in mean_e])
+        # the angles of the vectors the angular prior acts on
+        scale = engine.expert_scale(mean_e[0].shape[1])
+        ea = np.array([_angle_summary(m if scale is None else m / scale)
+                       for m in mean_e])
         ga = np.array([_angle_summary(m) for m in mean_g])
         self.expert_angle_mean_, self.expert_angle_var_ = ea[:, 0], ea[:, 1]
         self.gate_angle_mean_, self.gate_angle_var_ = ga[:, 0], ga[:, 1]

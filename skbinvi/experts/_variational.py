@@ -99,6 +99,7 @@ from ._ascent import (
     Point,
     SetObjective,
     ascend,
+    design_scale,
     set_alphas,
     set_prior,
 )
@@ -527,10 +528,14 @@ class _FixedAuxLikelihood:
     value or gradient costs O(K p^2), independent of n; otherwise each
     evaluation goes through the data (O(nnz(X) K)). Both give the same
     numbers (tested). ``weights``: (G_M, G_V), each (n, 2K), when the caller
-    has them (:func:`objective_and_aux` with ``want_weights``).
+    has them (:func:`objective_and_aux` with ``want_weights``). ``scale``
+    (p,): the experts' design is X diag(scale) (:func:`design_scale`; the
+    last entry scales their intercept column): their projections are
+    X (mu * scale)^T, their squared row norms ``sq + scale[-1]^2 - 1``, and
+    b, Q, dL/dmu carry the scale; None: X for both sets.
     """
 
-    def __init__(self, X, y, sq, aux, use_statistics, weights=None):
+    def __init__(self, X, y, sq, aux, use_statistics, weights=None, scale=None):
         phi, xi, c, d = aux
         K = phi.shape[1]
         if weights is None:
@@ -540,10 +545,13 @@ class _FixedAuxLikelihood:
         # columns: experts then gates; g_second side by side, (n, 2K)
         self.weights = ((g_mean[:, :K], g_second[:, :K]),
                         (g_mean[:, K:], g_second[:, K:]))
-        self.X, self.sq = X, sq
+        self.X, self.sq, self.scale = X, sq, scale
+        # the experts' squared row norms exceed the gates' by this much
+        shift = 0.0 if scale is None else float(scale[-1] ** 2 - 1.0)
         # sum_n G_V,nk ||x_n||^2 of each set: independent of mu
         self._v = (None if use_statistics
-                   else [sq @ self.weights[j][1] for j in range(2)])
+                   else [sq @ self.weights[j][1] + shift * (j == 0)
+                         * self.weights[j][1].sum(axis=0) for j in range(2)])
         self._cache = [None, None]
         # (mu, its products, X direction^T, direction) of each set's line search
         self._lines = [None, None]
@@ -551,6 +559,10 @@ class _FixedAuxLikelihood:
         if use_statistics:
             # both sets' b, v, Q in one pass over the pairs of non-zeros (n, 2K)
             b, v, Q = _fixed_aux_statistics(X, sq, g_mean, g_second)
+            if scale is not None:  # the experts' design X diag(scale)
+                b[:K] *= scale
+                Q[:K] *= scale[:, None] * scale
+                v[:K] += shift * g_second[:, :K].sum(axis=0)
             self.stats = [(b[j * K:(j + 1) * K], v[j * K:(j + 1) * K],
                            Q[j * K:(j + 1) * K]) for j in range(2)]
             # both sets as (2, K, ...) views, for the compiled inner ascent
@@ -574,7 +586,12 @@ class _FixedAuxLikelihood:
         for cache in (self._cache[which], self._lines[which]):
             if cache is not None and (cache[0] is mu or np.array_equal(cache[0], mu)):
                 return cache[1]
-        return self._remember(which, mu, np.asarray(self.X @ mu.T))
+        return self._remember(which, mu, np.asarray(self.X @ self._design(which, mu).T))
+
+    def _design(self, which, mu):
+        """``mu`` (K, p) of set ``which`` as vectors of X: mu * scale for the
+        experts of a scaled design, else mu itself."""
+        return mu if which != 0 or self.scale is None else mu * self.scale
 
     def _remember(self, which, mu, t):
         """Cache and return the products of :meth:`_projections` for the
@@ -592,7 +609,8 @@ class _FixedAuxLikelihood:
         costs O(n K), t(h) = (X mu^T + h X direction^T) / ||mu + h direction||
         (:meth:`moments_value` with ``line``)."""
         self._lines[which] = (mu.copy(), self._projections(which, mu),
-                              np.asarray(self.X @ direction.T), direction)
+                              np.asarray(self.X @ self._design(which, direction).T),
+                              direction)
 
     def moments_value(self, which, mu, c1, c2, c3, line=None):
         """L of each vector (K,) of set ``which`` from the data, given the
@@ -617,6 +635,8 @@ class _FixedAuxLikelihood:
             g_t = g_mean * c1 + 2.0 * g_second * c3 * t
             g_mu = np.ascontiguousarray(
                 np.asarray(self.X.T @ g_t).T if sp.issparse(self.X) else g_t.T @ self.X)
+            if which == 0 and self.scale is not None:
+                g_mu *= self.scale
         return (g_mu, np.einsum("nk,nk->k", g_mean, t), v,
                 np.einsum("nk,nk->k", g_second, t * t))
 
@@ -717,9 +737,13 @@ def objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams, c_init=None,
     same pass over the rows; None for K = 1). ``out``: the arrays of an
     earlier result that nothing uses any more (:func:`_buffers`), overwritten.
     ``gain_tol``: a row's gate solver stops when one more Newton step would
-    gain less (nats; K >= 2).
+    gain less (nats; K >= 2). The experts see the design X diag(s) of
+    :func:`design_scale` (``cfg.intercept_scale``), the gates X.
     """
     pts = (_point(beta), _point(eta))
+    scale = design_scale(cfg, X.shape[1])
+    mu_b = beta.mu if scale is None else beta.mu * scale
+    shift = 0.0 if scale is None else float(scale[-1] ** 2 - 1.0)
     coefs = []
     for which, pt in enumerate(pts):
         a, aok, omega = pt.bessel()[:3]
@@ -731,23 +755,24 @@ def objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams, c_init=None,
         # one pass over the rows: projections (CSR X), moments, gate Newton and
         # pieces fused
         if sp.issparse(X):
-            projections, csr = (None, None), (*_canonical_csr(X), beta.mu, eta.mu)
+            projections, csr = (None, None), (*_canonical_csr(X), mu_b, eta.mu)
         else:
-            projections, csr = [np.ascontiguousarray(X @ pt.mu.T, dtype=np.float64)
-                                for pt in pts], None
+            projections, csr = [np.ascontiguousarray(X @ mu.T, dtype=np.float64)
+                                for mu in (mu_b, eta.mu)], None
         phi, xi, c, d, (e, g, h), g_mean, g_second = _objective_rows(
             2.0 * y - 1.0, sq, *projections, *coefs,
             (np.zeros(1) if c_init is None
              else np.ascontiguousarray(c_init, dtype=float)),
             c_init is not None, _GATE_ROUNDS, _GATE_TOL, gain_tol, want_weights,
-            out, csr)
+            out, csr, shift)
         weights = (g_mean, g_second)
     else:
         weights = None
-        projections = [np.asarray(X @ pt.mu.T, dtype=np.float64) for pt in pts]
+        projections = [np.asarray(X @ mu.T, dtype=np.float64) for mu in (mu_b, eta.mu)]
         moments = []
-        for t, (c1, c2, c3) in zip(projections, coefs, strict=True):
-            moments += [c1 * t, c2 * sq[:, None] + c3 * (t * t)]
+        for t, (c1, c2, c3), extra in zip(projections, coefs, (shift, 0.0),
+                                          strict=True):
+            moments += [c1 * t, c2 * (sq + extra)[:, None] + c3 * (t * t)]
         e, g, h, phi, _, xi, c, d = likelihood_pieces_from_moments(y, *moments,
                                                                    c_init=c_init)
     value = float(e + g + h + set_prior(pts[0], cfg, consts, lams[0], 0)
@@ -803,7 +828,8 @@ def variational_iteration(X, y, sq, state, cfg, consts, lams, inner_max_iter,
     if state.steps is None or state.steps.shape != (8, state.beta.mu.shape[0]):
         state.steps = np.full((8, state.beta.mu.shape[0]), INIT_STEP)
     start = state.value
-    lik = _FixedAuxLikelihood(X, y, sq, state.aux, use_statistics, state.weights)
+    lik = _FixedAuxLikelihood(X, y, sq, state.aux, use_statistics, state.weights,
+                              design_scale(cfg, X.shape[1]))
     objectives = [SetObjective(lik, j, cfg, consts, lams[j]) for j in range(2)]
     pts, gain, accepted = ascend(objectives, [_point(state.beta), _point(state.eta)],
                                  state.steps, inner_max_iter, inner_tol)

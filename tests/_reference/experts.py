@@ -857,8 +857,10 @@ class IndependentPriorELBO(NamedTuple):
     d: np.ndarray
 
 
-def _likelihood_pieces(X, y, beta, eta, phi, xi, c, d, n_rounds, tol, c_init):
+def _likelihood_pieces(X, y, beta, eta, phi, xi, c, d, n_rounds, tol, c_init,
+                       expert_X=None):
     X = _check_X(X)
+    expert_X = X if expert_X is None else _check_X(expert_X)
     n, p = X.shape
     beta_c = _check_params(beta, p, "beta")
     eta_c = _check_params(eta, p, "eta")
@@ -866,7 +868,7 @@ def _likelihood_pieces(X, y, beta, eta, phi, xi, c, d, n_rounds, tol, c_init):
     if eta_c[0].shape[0] != K:
         raise ValueError(f"beta has {K} experts but eta has {eta_c[0].shape[0]}.")
     y = _check_y(y, n)
-    return likelihood_pieces_from_moments(y, *projection_moments(X, beta_c),
+    return likelihood_pieces_from_moments(y, *projection_moments(expert_X, beta_c),
                                           *projection_moments(X, eta_c), phi, xi, c, d,
                                           n_rounds, tol, c_init)
 
@@ -891,14 +893,15 @@ def _rows_into_new(sign, sq, t_b, t_e, coef_b, coef_e, c0, use_c0, n_rounds, tol
                    gain_tol, want_weights, csr, parallel):
     n, K = sq.shape[0], coef_b.shape[1]
     phi, xi, d, c, g_mean, g_second = _row_outputs(n, K, want_weights)
-    terms = _row_pass((sign, sq, *_rows_source(t_b, t_e, csr), coef_b, coef_e, c0,
-                       use_c0, n_rounds, tol, gain_tol, want_weights, phi, xi, d, c,
-                       g_mean, g_second), parallel)
+    terms = _row_pass((sign, sq, 0.0, *_rows_source(t_b, t_e, csr), coef_b, coef_e,
+                       c0, use_c0, n_rounds, tol, gain_tol, want_weights, phi, xi, d,
+                       c, g_mean, g_second), parallel)
     return phi, xi, c, d, terms, g_mean, g_second
 
 
 def likelihood_bound(X, y, beta, eta, phi=None, *, xi=None, c=None, d=None,
-                     n_rounds=50, tol=1e-10, c_init=None, return_aux=False):
+                     n_rounds=50, tol=1e-10, c_init=None, return_aux=False,
+                     expert_X=None):
     """Lower bound on E_q[log p(y, z | X, beta, eta)] + H[q(z)], in nats.
 
     Parameters
@@ -919,6 +922,9 @@ def likelihood_bound(X, y, beta, eta, phi=None, *, xi=None, c=None, d=None,
         warm start, e.g. the previous ``c``).
     return_aux : bool, default=False
         Also return a dict with the pieces and auxiliaries.
+    expert_X : array_like of shape (n, p) or None
+        The experts' design, when it differs from the gates' X (an
+        intercept column scaled for the experts alone); None: X.
 
     Returns
     -------
@@ -938,7 +944,7 @@ def likelihood_bound(X, y, beta, eta, phi=None, *, xi=None, c=None, d=None,
     O(n K p + n K (number of (c, d) iterations)).
     """
     e_term, g_term, h_term, phi, phi_opt, xi, c, d = _likelihood_pieces(
-        X, y, beta, eta, phi, xi, c, d, n_rounds, tol, c_init)
+        X, y, beta, eta, phi, xi, c, d, n_rounds, tol, c_init, expert_X)
     value = e_term + g_term + h_term
     if not return_aux:
         return value
@@ -1539,18 +1545,21 @@ def _check_config(method, kappa_prior, mu0, alpha1, alpha2, pr_weights, pr_gamma
                            float(pr_gamma)), (lam1, lam2)
 
 
-def _full_objective(X, y, beta, eta, cfg, lams, aux=None, c_init=None, cached=None):
+def _full_objective(X, y, beta, eta, cfg, lams, aux=None, c_init=None, cached=None,
+                    expert_X=None):
     """Objective at fixed aux=(phi, xi, c, d), or at optimal ones if aux is None.
 
     ``cached`` = (which, value): the prior term of set ``which`` (0 beta,
     1 eta) is known. Returns (value, aux_used).
     """
     if aux is None:
-        lik, a = likelihood_bound(X, y, beta, eta, c_init=c_init, return_aux=True)
+        lik, a = likelihood_bound(X, y, beta, eta, c_init=c_init, return_aux=True,
+                                  expert_X=expert_X)
         aux = (a["phi"], a["xi"], a["c"], a["d"])
     else:
         phi, xi, c, d = aux
-        lik = likelihood_bound(X, y, beta, eta, phi, xi=xi, c=c, d=d)
+        lik = likelihood_bound(X, y, beta, eta, phi, xi=xi, c=c, d=d,
+                               expert_X=expert_X)
     pri = [None, None]
     if cached is not None:
         pri[cached[0]] = cached[1]
@@ -1563,7 +1572,7 @@ def _full_objective(X, y, beta, eta, cfg, lams, aux=None, c_init=None, cached=No
 
 def variational_objective(X, y, beta, eta, *, method="vi", kappa_prior=1.0, mu0=None,
                           alpha1=2.0, alpha2=0.5, pr_weights=(0.0, 0.0), pr_gamma=0.0,
-                          aux=None, return_aux=False):
+                          aux=None, return_aux=False, expert_X=None):
     """The "vi" or "pr" objective of the BMEM at a given q, in nats (reference).
 
     The validated NumPy reference that the fit's objective
@@ -1595,6 +1604,8 @@ def variational_objective(X, y, beta, eta, *, method="vi", kappa_prior=1.0, mu0=
         Auxiliaries to hold fixed; None: the optimal ones.
     return_aux : bool, default=False
         Also return the auxiliaries used.
+    expert_X : array_like of shape (n, p) or None
+        The experts' design (see :func:`likelihood_bound`); None: X.
 
     Returns
     -------
@@ -1607,7 +1618,7 @@ def variational_objective(X, y, beta, eta, *, method="vi", kappa_prior=1.0, mu0=
     cfg, lams = _check_config(method, kappa_prior, mu0, alpha1, alpha2, pr_weights,
                               pr_gamma, X.shape[1])
     value, aux = _full_objective(X, y, _as_params(beta), _as_params(eta), cfg, lams,
-                                 aux)
+                                 aux, expert_X=expert_X)
     return (value, aux) if return_aux else value
 
 
