@@ -74,6 +74,17 @@ _STOCHASTIC_OFFSET = 20.0
 # than the Robbins-Monro range (0.5, 1] reaches the same ELBO in fewer
 # iterations, and the tol rule ends the run. A constant step (0) oscillates.
 _SWEEP_LEARNING_DECAY = 0.3
+# With _SWEEP_ADAPTIVE, a full sweep's step size adapts instead (a "bold
+# driver"): it starts at 1, grows by _SWEEP_GROW (up to 1) after every sweep
+# whose true ELBO is at least that of the last kept state, and after any
+# other sweep the run returns to that state and the step shrinks by
+# _SWEEP_SHRINK (down to _SWEEP_MIN_STEP). The ELBO a sweep reports is that
+# of the kept state, so it never falls, and a run whose sweeps keep being
+# undone ends by the tol rule.
+_SWEEP_ADAPTIVE = True
+_SWEEP_GROW = 1.1
+_SWEEP_SHRINK = 0.5
+_SWEEP_MIN_STEP = 0.02
 # Monte Carlo samples per pair of the reported true ELBO (common random
 # numbers): elbo_, elbo_history_, elbo() and the stopping rule, not the updates.
 _N_ELBO_SAMPLES = 32
@@ -1086,7 +1097,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             self._logits = np.clip(logit(q), -_MAX_LOGIT, _MAX_LOGIT)
         else:
             uniforms = rng.random_sample((self.n_mc_samples, N, D))
-            r = _step_size(self._step, _SWEEP_LEARNING_DECAY)
+            kept = self._kept_sweep(pairs)
+            r = kept[1] if kept else _step_size(self._step, _SWEEP_LEARNING_DECAY)
             out = np.empty((N, D))
             if self.inference == "mcvi":
                 _kernels.mcvi_mean_deltas(
@@ -1124,9 +1136,42 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             # EM step of the weights on the true ELBO with a Monte Carlo
             # right-hand side, damped with the same Robbins-Monro step size
             self._weight_step(pairs, expit(self._logits), uniforms, r)
+            if kept:
+                self._step += 1
+                return self._keep_or_undo(pairs, kept)
         self._step += 1
         self._set_public()
         return self._elbo_pairs(pairs)
+
+    def _kept_sweep(self, pairs):
+        """With ``_SWEEP_ADAPTIVE``, the last kept state of the full sweeps
+        on ``pairs`` and the step size of the next sweep, as ``(elbo, step,
+        logits, b, W)`` (a run's first sweep: ELBO -inf and step 1);
+        otherwise None. The state is a copy taken before the sweep."""
+        if not _SWEEP_ADAPTIVE:
+            return None
+        kept = getattr(self, "_sweep_state", None)
+        if kept is None or kept[0] is not pairs:
+            elbo, step = -np.inf, 1.0
+        else:
+            elbo, step = kept[1], kept[2]
+        return (elbo, step, self._logits.copy(), self._b.copy(), self._W.copy())
+
+    def _keep_or_undo(self, pairs, kept):
+        """The adaptive step rule after a full sweep (``_SWEEP_ADAPTIVE``):
+        keep the sweep and grow the step if the true ELBO did not fall below
+        the kept one, else restore the kept state and shrink the step.
+        Returns the ELBO of the state kept."""
+        elbo, step, logits, b, W = kept
+        value = self._elbo_pairs(pairs)
+        if value >= elbo:
+            elbo, step = value, min(1.0, step * _SWEEP_GROW)
+        else:
+            self._logits, self._b, self._W = logits, b, W
+            step = max(_SWEEP_MIN_STEP, step * _SWEEP_SHRINK)
+        self._sweep_state = (pairs, elbo, step)
+        self._set_public()
+        return elbo
 
     def _pool(self, store, rng):
         """The entities an epoch visits, in random order: every entity with
@@ -1540,7 +1585,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
 
     # caches of the training rows, rebuilt on demand: not part of the state
     # kept for the best run or iteration
-    _transient_attributes = ("_cache", "_store")
+    _transient_attributes = ("_cache", "_store", "_sweep_state")
 
     def _set_public(self):
         self.latent_features_ = expit(self._logits)
@@ -1552,6 +1597,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
 
     def _after_fit(self, X, y):
         self._cache = {}
+        self._sweep_state = None  # holds the training pairs
         if not getattr(self, "_partial", False):
             self._store = None  # fit keeps no copy of the data
         self._set_public()
