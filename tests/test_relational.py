@@ -183,6 +183,17 @@ def test_mcvi_true_elbo_rises(synthetic, init):
     assert history[-10:].mean() > history[:3].mean() + 0.005
 
 
+def _few_entities_many_relations_fit():
+    """(X, y, model): 14 entities in 55 relations, D = 20, 30 full sweeps."""
+    X, y, _ = make_relational(14, 4, n_relations=55, intercept=-2.0,
+                              weight_scale=4.0, directed=True, full_weights=True,
+                              random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = LatentFeatureRelational(20, max_iter=30, random_state=0).fit(X, y)
+    return X, y, model
+
+
 def test_a_fall_far_below_the_best_elbo_is_not_convergence(monkeypatch):
     """Full sweeps move every logit at once; with few entities in many
     relations the ELBO can fall far and recover. Such a run is moving: the
@@ -190,12 +201,7 @@ def test_a_fall_far_below_the_best_elbo_is_not_convergence(monkeypatch):
     pair below its best, and kept that state). With the scheduled step
     (the adaptive one undoes every fall)."""
     monkeypatch.setattr(_estimator, "_SWEEP_ADAPTIVE", False)
-    X, y, _ = make_relational(14, 4, n_relations=55, intercept=-2.0,
-                              weight_scale=4.0, directed=True, full_weights=True,
-                              random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        model = LatentFeatureRelational(20, max_iter=30, random_state=0).fit(X, y)
+    X, y, model = _few_entities_many_relations_fit()
     h = model.elbo_history_
     best = np.maximum.accumulate(h)
     fallen = h < best - 0.1 * np.abs(best)
@@ -210,12 +216,7 @@ def test_adaptive_sweeps_never_lower_the_elbo():
     """The adaptive full-sweep step undoes every sweep that lowers the true
     ELBO: the history never falls, and the fitted state scores its last
     value; on the run where the scheduled step falls far."""
-    X, y, _ = make_relational(14, 4, n_relations=55, intercept=-2.0,
-                              weight_scale=4.0, directed=True, full_weights=True,
-                              random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        model = LatentFeatureRelational(20, max_iter=30, random_state=0).fit(X, y)
+    X, y, model = _few_entities_many_relations_fit()
     assert np.all(np.diff(model.elbo_history_) >= 0.0)
     assert_allclose(model.elbo(X, y), model.elbo_, rtol=1e-12)
 
