@@ -85,6 +85,14 @@ _SWEEP_ADAPTIVE = True
 _SWEEP_GROW = 1.1
 _SWEEP_SHRINK = 0.5
 _SWEEP_MIN_STEP = 0.02
+# With _SWEEP_NEWTON_WEIGHTS, a full sweep's weights take a damped Newton
+# step (:meth:`LatentFeatureRelational._newton_weights`, the step of the
+# stochastic runs) instead of the EM step, whose curvature bound counts every
+# non-link as much as a link and so moves slowly when links are rare.
+_SWEEP_NEWTON_WEIGHTS = True
+# ... and until the first sweep it undoes, a sweep draws this share of
+# n_mc_samples (rounded up): early sweeps move far, their noise matters less
+_SWEEP_EARLY_SAMPLES = 0.3
 # Monte Carlo samples per pair of the reported true ELBO (common random
 # numbers): elbo_, elbo_history_, elbo() and the stopping rule, not the updates.
 _N_ELBO_SAMPLES = 32
@@ -1096,9 +1104,12 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             self._solve(pairs, q, rhs0, rhsW, 1.0)
             self._logits = np.clip(logit(q), -_MAX_LOGIT, _MAX_LOGIT)
         else:
-            uniforms = rng.random_sample((self.n_mc_samples, N, D))
             kept = self._kept_sweep(pairs)
             r = kept[1] if kept else _step_size(self._step, _SWEEP_LEARNING_DECAY)
+            S = self.n_mc_samples
+            if kept and not kept[5]:  # no sweep undone yet
+                S = max(1, int(np.ceil(_SWEEP_EARLY_SAMPLES * S)))
+            uniforms = rng.random_sample((S, N, D))
             out = np.empty((N, D))
             if self.inference == "mcvi":
                 _kernels.mcvi_mean_deltas(
@@ -1133,9 +1144,15 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
                 )
                 self._logits += r * out / (q * (1.0 - q))
             np.clip(self._logits, -_MAX_LOGIT, _MAX_LOGIT, out=self._logits)
-            # EM step of the weights on the true ELBO with a Monte Carlo
-            # right-hand side, damped with the same Robbins-Monro step size
-            self._weight_step(pairs, expit(self._logits), uniforms, r)
+            if _SWEEP_NEWTON_WEIGHTS:
+                # a Newton step of the weights on the true ELBO, damped by r
+                self._newton_weights(_WeightObjective(
+                    pairs.keyed(), pairs.x, expit(self._logits), uniforms,
+                    _kernels.NO_WEIGHT, self._W.shape[0], D, self._diag), r)
+            else:
+                # EM step of the weights on the true ELBO with a Monte Carlo
+                # right-hand side, damped with the same step size
+                self._weight_step(pairs, expit(self._logits), uniforms, r)
             if kept:
                 self._step += 1
                 return self._keep_or_undo(pairs, kept)
@@ -1152,24 +1169,25 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             return None
         kept = getattr(self, "_sweep_state", None)
         if kept is None or kept[0] is not pairs:
-            elbo, step = -np.inf, 1.0
+            elbo, step, undone = -np.inf, 1.0, False
         else:
-            elbo, step = kept[1], kept[2]
-        return (elbo, step, self._logits.copy(), self._b.copy(), self._W.copy())
+            elbo, step, undone = kept[1:]
+        return (elbo, step, self._logits.copy(), self._b.copy(), self._W.copy(),
+                undone)
 
     def _keep_or_undo(self, pairs, kept):
         """The adaptive step rule after a full sweep (``_SWEEP_ADAPTIVE``):
         keep the sweep and grow the step if the true ELBO did not fall below
         the kept one, else restore the kept state and shrink the step.
         Returns the ELBO of the state kept."""
-        elbo, step, logits, b, W = kept
+        elbo, step, logits, b, W, undone = kept
         value = self._elbo_pairs(pairs)
         if value >= elbo:
             elbo, step = value, min(1.0, step * _SWEEP_GROW)
         else:
             self._logits, self._b, self._W = logits, b, W
-            step = max(_SWEEP_MIN_STEP, step * _SWEEP_SHRINK)
-        self._sweep_state = (pairs, elbo, step)
+            step, undone = max(_SWEEP_MIN_STEP, step * _SWEEP_SHRINK), True
+        self._sweep_state = (pairs, elbo, step, undone)
         self._set_public()
         return elbo
 
@@ -1398,30 +1416,10 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         weight = w_snd[sel] * (pool / centers.size)
         skeys = _kernels.pair_keys(lsnd, rel, n_loc)
         rkeys = _kernels.pair_keys(lrcv, rel, n_loc)
-        diag = self._diag
-
-        class _System:
-            @staticmethod
-            def gradient(b, W):
-                g0, gW = np.empty(R), np.empty((R, D, D))
-                _kernels.mc_weight_rhs(
-                    lsnd, lrcv, rel, *skeys, *rkeys, x, q, b, W, diag, uniforms,
-                    weight, True, g0, gW,
-                )
-                return g0, gW
-
-            @staticmethod
-            def curvature(b, W):
-                mean, var = np.empty(lsnd.size), np.empty(lsnd.size)
-                _kernels.pair_mean_and_variance(
-                    lsnd, lrcv, rel, q, b, W, diag, mean, var
-                )
-                return _kernels.weight_system(
-                    lsnd, lrcv, rel, q, R, diag, skeys,
-                    weight * _probit_curvature(x, mean),
-                )
-
-        return _System
+        return _WeightObjective(
+            (lsnd, lrcv, rel, *skeys, *rkeys), x, q, uniforms, weight, R, D,
+            self._diag,
+        )
 
     def _newton_weights(self, system, step):
         """(b, W) <- (b, W) + t * Newton direction of the penalized weight
@@ -1805,6 +1803,44 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         tags.input_tags.positive_only = True
         tags.classifier_tags.multi_class = False
         return tags
+
+
+class _WeightObjective:
+    """The weight objective of a set of pairs at fixed q and samples.
+
+    ``keyed``: the pair and key arrays of :meth:`_Pairs.keyed`; ``weight``
+    (P,) weighs the pairs (empty: weight 1). ``gradient(b, W)``: the Monte
+    Carlo estimate of ``sum_p w_p E_q[g'(eta_p) f_p]`` (the residual form of
+    :func:`_kernels.mc_weight_rhs`, since the mean of the truncated normal
+    minus its location is g'(eta) for the probit log-likelihood g), as
+    ``(grad0 (R,), gradW (R, D, D))``. ``curvature(b, W)``: ``sum_p w_p c_p
+    E_q[f_p f_p^T]`` with c_p = -g''(E_q eta_p), the curvature at the pair's
+    mean linear predictor (:func:`_kernels.weight_system` with these
+    weights), shape (R, F, F).
+    """
+
+    def __init__(self, keyed, x, q, uniforms, weight, R, D, diag):
+        self.keyed, self.x, self.q, self.uniforms = keyed, x, q, uniforms
+        self.weight, self.R, self.D, self.diag = weight, R, D, diag
+
+    def gradient(self, b, W):
+        g0, gW = np.empty(self.R), np.empty((self.R, self.D, self.D))
+        _kernels.mc_weight_rhs(
+            *self.keyed, self.x, self.q, b, W, self.diag, self.uniforms,
+            self.weight, True, g0, gW,
+        )
+        return g0, gW
+
+    def curvature(self, b, W):
+        snd, rcv, rel = self.keyed[:3]
+        mean, var = np.empty(snd.size), np.empty(snd.size)
+        _kernels.pair_mean_and_variance(snd, rcv, rel, self.q, b, W, self.diag,
+                                        mean, var)
+        curv = _probit_curvature(self.x, mean)
+        if self.weight.size:
+            curv *= self.weight
+        return _kernels.weight_system(snd, rcv, rel, self.q, self.R, self.diag,
+                                      self.keyed[3:6], curv)
 
 
 def _link_matrix(pairs, N, R):
