@@ -213,10 +213,11 @@ def test_a_fall_far_below_the_best_elbo_is_not_convergence(monkeypatch):
     assert h[-1] >= best[-1] - 0.1 * abs(best[-1]) or not model.converged_
 
 
-def test_adaptive_sweeps_never_lower_the_elbo():
-    """The adaptive full-sweep step undoes every sweep that lowers the true
-    ELBO: the history never falls, and the fitted state scores its last
-    value; on the run where the scheduled step falls far."""
+def test_adaptive_sweeps_never_lower_the_elbo(monkeypatch):
+    """With _SWEEP_UNDO the adaptive full-sweep step undoes every sweep that
+    lowers the true ELBO: the history never falls, and the fitted state
+    scores its last value; on the run where the scheduled step falls far."""
+    monkeypatch.setattr(_estimator, "_SWEEP_UNDO", True)
     X, y, model = _few_entities_many_relations_fit()
     assert np.all(np.diff(model.elbo_history_) >= 0.0)
     assert_allclose(model.elbo(X, y), model.elbo_, rtol=1e-12)
@@ -868,6 +869,8 @@ def test_sweep_schedule_reaches_the_robbins_monro_fit_in_fewer_iterations(
     fits = {}
     for decay in (0.3, 0.55):
         monkeypatch.setattr(_estimator, "_SWEEP_LEARNING_DECAY", decay)
+        monkeypatch.setattr(_estimator, "_SWEEP_ADAPTIVE", False)
+        monkeypatch.setattr(_estimator, "_SWEEP_NEWTON_WEIGHTS", False)
         model = LatentFeatureRelational(n_components=10, random_state=0)
         fits[decay] = model.fit(X_train, y_train)
     new, old = fits[0.3], fits[0.55]

@@ -77,21 +77,25 @@ _SWEEP_LEARNING_DECAY = 0.3
 # With _SWEEP_ADAPTIVE, a full sweep's step size adapts instead (a "bold
 # driver"): it starts at 1, grows by _SWEEP_GROW (up to 1) after every sweep
 # whose true ELBO is at least that of the last kept state, and after any
-# other sweep the run returns to that state and the step shrinks by
-# _SWEEP_SHRINK (down to _SWEEP_MIN_STEP). The ELBO a sweep reports is that
-# of the kept state, so it never falls, and a run whose sweeps keep being
-# undone ends by the tol rule.
+# other sweep the run returns to that state (_SWEEP_UNDO) and the step shrinks by
+# _SWEEP_SHRINK (down to _SWEEP_MIN_STEP). With _SWEEP_UNDO, the ELBO a sweep
+# reports is that of the kept state, so it never falls, and a run whose sweeps
+# keep being undone ends by the tol rule.
 _SWEEP_ADAPTIVE = True
 _SWEEP_GROW = 1.1
 _SWEEP_SHRINK = 0.5
 _SWEEP_MIN_STEP = 0.02
+# Without _SWEEP_UNDO a sweep that lowers the ELBO is kept (the step still
+# shrinks), and the next sweep is compared with it.
+_SWEEP_UNDO = False
 # With _SWEEP_NEWTON_WEIGHTS, a full sweep's weights take a damped Newton
 # step (:meth:`LatentFeatureRelational._newton_weights`, the step of the
 # stochastic runs) instead of the EM step, whose curvature bound counts every
 # non-link as much as a link and so moves slowly when links are rare.
 _SWEEP_NEWTON_WEIGHTS = True
-# ... and until the first sweep it undoes, a sweep draws this share of
-# n_mc_samples (rounded up): early sweeps move far, their noise matters less
+# With _SWEEP_ADAPTIVE, until the first sweep that lowers the ELBO, a sweep
+# draws this share of n_mc_samples (rounded up): early sweeps move far, their
+# noise matters less
 _SWEEP_EARLY_SAMPLES = 0.3
 # Monte Carlo samples per pair of the reported true ELBO (common random
 # numbers): elbo_, elbo_history_, elbo() and the stopping rule, not the updates.
@@ -1107,7 +1111,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             kept = self._kept_sweep(pairs)
             r = kept[1] if kept else _step_size(self._step, _SWEEP_LEARNING_DECAY)
             S = self.n_mc_samples
-            if kept and not kept[5]:  # no sweep undone yet
+            if kept and not kept[5]:  # no sweep has lowered the ELBO yet
                 S = max(1, int(np.ceil(_SWEEP_EARLY_SAMPLES * S)))
             uniforms = rng.random_sample((S, N, D))
             out = np.empty((N, D))
@@ -1163,31 +1167,35 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     def _kept_sweep(self, pairs):
         """With ``_SWEEP_ADAPTIVE``, the last kept state of the full sweeps
         on ``pairs`` and the step size of the next sweep, as ``(elbo, step,
-        logits, b, W)`` (a run's first sweep: ELBO -inf and step 1);
+        logits, b, W, fell)``, ``fell``: whether a sweep of the run has
+        lowered the ELBO (a run's first sweep: ELBO -inf, step 1, False);
         otherwise None. The state is a copy taken before the sweep."""
         if not _SWEEP_ADAPTIVE:
             return None
         kept = getattr(self, "_sweep_state", None)
         if kept is None or kept[0] is not pairs:
-            elbo, step, undone = -np.inf, 1.0, False
+            elbo, step, fell = -np.inf, 1.0, False
         else:
-            elbo, step, undone = kept[1:]
+            elbo, step, fell = kept[1:]
         return (elbo, step, self._logits.copy(), self._b.copy(), self._W.copy(),
-                undone)
+                fell)
 
     def _keep_or_undo(self, pairs, kept):
         """The adaptive step rule after a full sweep (``_SWEEP_ADAPTIVE``):
         keep the sweep and grow the step if the true ELBO did not fall below
-        the kept one, else restore the kept state and shrink the step.
-        Returns the ELBO of the state kept."""
-        elbo, step, logits, b, W, undone = kept
+        the kept one, else shrink the step and, with ``_SWEEP_UNDO``,
+        restore the kept state. Returns the ELBO of the state kept."""
+        elbo, step, logits, b, W, fell = kept
         value = self._elbo_pairs(pairs)
         if value >= elbo:
             elbo, step = value, min(1.0, step * _SWEEP_GROW)
         else:
-            self._logits, self._b, self._W = logits, b, W
-            step, undone = max(_SWEEP_MIN_STEP, step * _SWEEP_SHRINK), True
-        self._sweep_state = (pairs, elbo, step, undone)
+            if _SWEEP_UNDO:
+                self._logits, self._b, self._W = logits, b, W
+            else:
+                elbo = value
+            step, fell = max(_SWEEP_MIN_STEP, step * _SWEEP_SHRINK), True
+        self._sweep_state = (pairs, elbo, step, fell)
         self._set_public()
         return elbo
 
