@@ -223,6 +223,24 @@ def test_adaptive_sweeps_never_lower_the_elbo(monkeypatch):
     assert_allclose(model.elbo(X, y), model.elbo_, rtol=1e-12)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_adaptive_sweeps_end_higher_in_fewer_iterations(monkeypatch, seed):
+    """The default full sweeps (adaptive step, Newton weight steps, fewer
+    samples until the first fall) converge under the tol rule in fewer
+    iterations than the fixed schedule with the minorize-maximize weight
+    step, and at a higher true ELBO (directed network, 80 entities; five
+    data seeds gave 23-39 against 33-65 iterations, every one higher)."""
+    X, y, _ = make_relational(80, 4, density=0.2, directed=True, random_state=seed)
+    fits = {}
+    for adaptive in (True, False):
+        monkeypatch.setattr(_estimator, "_SWEEP_ADAPTIVE", adaptive)
+        monkeypatch.setattr(_estimator, "_SWEEP_NEWTON_WEIGHTS", adaptive)
+        fits[adaptive] = LatentFeatureRelational(random_state=0).fit(X, y)
+    assert fits[True].converged_ and fits[False].converged_
+    assert fits[True].n_iter_ < fits[False].n_iter_
+    assert fits[True].elbo_ > fits[False].elbo_
+
+
 def test_n_init_keeps_the_run_with_the_highest_elbo(synthetic):
     X, y, _ = synthetic
     one = _model(max_iter=15, init="random").fit(X, y)
@@ -390,8 +408,12 @@ def test_unseen_entities_get_the_prior(synthetic):
 
 @pytest.mark.slow
 def test_gridsearch_over_pairs_with_roc_auc():
-    """Cross-validated AUC selects enough features: 1 feature cannot explain 3."""
-    X, y, _ = make_relational(70, 3, density=0.3, random_state=3)
+    """Cross-validated AUC selects enough features: 1 feature cannot explain 3.
+
+    100 entities: at 70 the margin of 3 features over 1 moved between 0.006
+    and 0.034 with the data's seed (fold standard deviations about 0.06).
+    """
+    X, y, _ = make_relational(100, 3, density=0.3, random_state=3)
     search = GridSearchCV(
         LatentFeatureRelational(weights="diagonal", max_iter=50, random_state=0),
         {"n_components": [1, 3]},
