@@ -74,29 +74,6 @@ _STOCHASTIC_OFFSET = 20.0
 # than the Robbins-Monro range (0.5, 1] reaches the same ELBO in fewer
 # iterations, and the tol rule ends the run. A constant step (0) oscillates.
 _SWEEP_LEARNING_DECAY = 0.3
-# With _SWEEP_ADAPTIVE, a full sweep's step size adapts instead (a "bold
-# driver"): it starts at 1, grows by _SWEEP_GROW (up to 1) after every sweep
-# whose true ELBO is at least that of the last kept state, and after any
-# other sweep the run returns to that state (_SWEEP_UNDO) and the step shrinks by
-# _SWEEP_SHRINK (down to _SWEEP_MIN_STEP). With _SWEEP_UNDO, the ELBO a sweep
-# reports is that of the kept state, so it never falls, and a run whose sweeps
-# keep being undone ends by the tol rule.
-_SWEEP_ADAPTIVE = True
-_SWEEP_GROW = 1.1
-_SWEEP_SHRINK = 0.5
-_SWEEP_MIN_STEP = 0.02
-# Without _SWEEP_UNDO a sweep that lowers the ELBO is kept (the step still
-# shrinks), and the next sweep is compared with it.
-_SWEEP_UNDO = False
-# With _SWEEP_NEWTON_WEIGHTS, a full sweep's weights take a damped Newton
-# step (:meth:`LatentFeatureRelational._newton_weights`, the step of the
-# stochastic runs) instead of the EM step, whose curvature bound counts every
-# non-link as much as a link and so moves slowly when links are rare.
-_SWEEP_NEWTON_WEIGHTS = True
-# With _SWEEP_ADAPTIVE, until the first sweep that lowers the ELBO, a sweep
-# draws this share of n_mc_samples (rounded up): early sweeps move far, their
-# noise matters less
-_SWEEP_EARLY_SAMPLES = 0.3
 # Monte Carlo samples per pair of the reported true ELBO (common random
 # numbers): elbo_, elbo_history_, elbo() and the stopping rule, not the updates.
 _N_ELBO_SAMPLES = 32
@@ -1108,12 +1085,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             self._solve(pairs, q, rhs0, rhsW, 1.0)
             self._logits = np.clip(logit(q), -_MAX_LOGIT, _MAX_LOGIT)
         else:
-            kept = self._kept_sweep(pairs)
-            r = kept[1] if kept else _step_size(self._step, _SWEEP_LEARNING_DECAY)
-            S = self.n_mc_samples
-            if kept and not kept[5]:  # no sweep has lowered the ELBO yet
-                S = max(1, int(np.ceil(_SWEEP_EARLY_SAMPLES * S)))
-            uniforms = rng.random_sample((S, N, D))
+            uniforms = rng.random_sample((self.n_mc_samples, N, D))
+            r = _step_size(self._step, _SWEEP_LEARNING_DECAY)
             out = np.empty((N, D))
             if self.inference == "mcvi":
                 _kernels.mcvi_mean_deltas(
@@ -1148,56 +1121,12 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
                 )
                 self._logits += r * out / (q * (1.0 - q))
             np.clip(self._logits, -_MAX_LOGIT, _MAX_LOGIT, out=self._logits)
-            if _SWEEP_NEWTON_WEIGHTS:
-                # a Newton step of the weights on the true ELBO, damped by r
-                self._newton_weights(_WeightObjective(
-                    pairs.keyed(), pairs.x, expit(self._logits), uniforms,
-                    _kernels.NO_WEIGHT, self._W.shape[0], D, self._diag), r)
-            else:
-                # EM step of the weights on the true ELBO with a Monte Carlo
-                # right-hand side, damped with the same step size
-                self._weight_step(pairs, expit(self._logits), uniforms, r)
-            if kept:
-                self._step += 1
-                return self._keep_or_undo(pairs, kept)
+            # EM step of the weights on the true ELBO with a Monte Carlo
+            # right-hand side, damped with the same Robbins-Monro step size
+            self._weight_step(pairs, expit(self._logits), uniforms, r)
         self._step += 1
         self._set_public()
         return self._elbo_pairs(pairs)
-
-    def _kept_sweep(self, pairs):
-        """With ``_SWEEP_ADAPTIVE``, the last kept state of the full sweeps
-        on ``pairs`` and the step size of the next sweep, as ``(elbo, step,
-        logits, b, W, fell)``, ``fell``: whether a sweep of the run has
-        lowered the ELBO (a run's first sweep: ELBO -inf, step 1, False);
-        otherwise None. The state is a copy taken before the sweep."""
-        if not _SWEEP_ADAPTIVE:
-            return None
-        kept = getattr(self, "_sweep_state", None)
-        if kept is None or kept[0] is not pairs:
-            elbo, step, fell = -np.inf, 1.0, False
-        else:
-            elbo, step, fell = kept[1:]
-        return (elbo, step, self._logits.copy(), self._b.copy(), self._W.copy(),
-                fell)
-
-    def _keep_or_undo(self, pairs, kept):
-        """The adaptive step rule after a full sweep (``_SWEEP_ADAPTIVE``):
-        keep the sweep and grow the step if the true ELBO did not fall below
-        the kept one, else shrink the step and, with ``_SWEEP_UNDO``,
-        restore the kept state. Returns the ELBO of the state kept."""
-        elbo, step, logits, b, W, fell = kept
-        value = self._elbo_pairs(pairs)
-        if value >= elbo:
-            elbo, step = value, min(1.0, step * _SWEEP_GROW)
-        else:
-            if _SWEEP_UNDO:
-                self._logits, self._b, self._W = logits, b, W
-            else:
-                elbo = value
-            step, fell = max(_SWEEP_MIN_STEP, step * _SWEEP_SHRINK), True
-        self._sweep_state = (pairs, elbo, step, fell)
-        self._set_public()
-        return elbo
 
     def _pool(self, store, rng):
         """The entities an epoch visits, in random order: every entity with
@@ -1424,10 +1353,30 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         weight = w_snd[sel] * (pool / centers.size)
         skeys = _kernels.pair_keys(lsnd, rel, n_loc)
         rkeys = _kernels.pair_keys(lrcv, rel, n_loc)
-        return _WeightObjective(
-            (lsnd, lrcv, rel, *skeys, *rkeys), x, q, uniforms, weight, R, D,
-            self._diag,
-        )
+        diag = self._diag
+
+        class _System:
+            @staticmethod
+            def gradient(b, W):
+                g0, gW = np.empty(R), np.empty((R, D, D))
+                _kernels.mc_weight_rhs(
+                    lsnd, lrcv, rel, *skeys, *rkeys, x, q, b, W, diag, uniforms,
+                    weight, True, g0, gW,
+                )
+                return g0, gW
+
+            @staticmethod
+            def curvature(b, W):
+                mean, var = np.empty(lsnd.size), np.empty(lsnd.size)
+                _kernels.pair_mean_and_variance(
+                    lsnd, lrcv, rel, q, b, W, diag, mean, var
+                )
+                return _kernels.weight_system(
+                    lsnd, lrcv, rel, q, R, diag, skeys,
+                    weight * _probit_curvature(x, mean),
+                )
+
+        return _System
 
     def _newton_weights(self, system, step):
         """(b, W) <- (b, W) + t * Newton direction of the penalized weight
@@ -1591,7 +1540,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
 
     # caches of the training rows, rebuilt on demand: not part of the state
     # kept for the best run or iteration
-    _transient_attributes = ("_cache", "_store", "_sweep_state")
+    _transient_attributes = ("_cache", "_store")
 
     def _set_public(self):
         self.latent_features_ = expit(self._logits)
@@ -1603,7 +1552,6 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
 
     def _after_fit(self, X, y):
         self._cache = {}
-        self._sweep_state = None  # holds the training pairs
         if not getattr(self, "_partial", False):
             self._store = None  # fit keeps no copy of the data
         self._set_public()
@@ -1811,44 +1759,6 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         tags.input_tags.positive_only = True
         tags.classifier_tags.multi_class = False
         return tags
-
-
-class _WeightObjective:
-    """The weight objective of a set of pairs at fixed q and samples.
-
-    ``keyed``: the pair and key arrays of :meth:`_Pairs.keyed`; ``weight``
-    (P,) weighs the pairs (empty: weight 1). ``gradient(b, W)``: the Monte
-    Carlo estimate of ``sum_p w_p E_q[g'(eta_p) f_p]`` (the residual form of
-    :func:`_kernels.mc_weight_rhs`, since the mean of the truncated normal
-    minus its location is g'(eta) for the probit log-likelihood g), as
-    ``(grad0 (R,), gradW (R, D, D))``. ``curvature(b, W)``: ``sum_p w_p c_p
-    E_q[f_p f_p^T]`` with c_p = -g''(E_q eta_p), the curvature at the pair's
-    mean linear predictor (:func:`_kernels.weight_system` with these
-    weights), shape (R, F, F).
-    """
-
-    def __init__(self, keyed, x, q, uniforms, weight, R, D, diag):
-        self.keyed, self.x, self.q, self.uniforms = keyed, x, q, uniforms
-        self.weight, self.R, self.D, self.diag = weight, R, D, diag
-
-    def gradient(self, b, W):
-        g0, gW = np.empty(self.R), np.empty((self.R, self.D, self.D))
-        _kernels.mc_weight_rhs(
-            *self.keyed, self.x, self.q, b, W, self.diag, self.uniforms,
-            self.weight, True, g0, gW,
-        )
-        return g0, gW
-
-    def curvature(self, b, W):
-        snd, rcv, rel = self.keyed[:3]
-        mean, var = np.empty(snd.size), np.empty(snd.size)
-        _kernels.pair_mean_and_variance(snd, rcv, rel, self.q, b, W, self.diag,
-                                        mean, var)
-        curv = _probit_curvature(self.x, mean)
-        if self.weight.size:
-            curv *= self.weight
-        return _kernels.weight_system(snd, rcv, rel, self.q, self.R, self.diag,
-                                      self.keyed[3:6], curv)
 
 
 def _link_matrix(pairs, N, R):
