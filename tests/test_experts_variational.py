@@ -991,7 +991,7 @@ def test_scaled_expert_intercept_is_a_second_design(method, sparse, K):
         pytest.approx(unscaled, rel=1e-11, abs=1e-9)
     if K == 1:
         return
-    s = V.design_scale(scaled, p)
+    s = V.design_scale(scaled.intercept_scale, p)
     np.testing.assert_array_equal(s, np.r_[np.ones(p - 1), c])
     q2 = _random_q(K, p, rng)
     d = rng.normal(size=(K, p))

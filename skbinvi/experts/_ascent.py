@@ -110,16 +110,23 @@ class ObjectiveConfig(NamedTuple):
     intercept_scale: float = 1.0
 
 
-def design_scale(cfg, p):
-    """The column scale s (p,) of the experts' design (:class:`ObjectiveConfig`
-    ``intercept_scale`` on the last column), or None when it is 1: the
-    experts see X diag(s), the gates X."""
-    c = float(cfg.intercept_scale)
+def design_scale(intercept_scale, p):
+    """The column scale s (p,) of the experts' design: ``intercept_scale``
+    (:class:`ObjectiveConfig`) on the last column, 1 elsewhere; None when it
+    is 1. The experts see X diag(s), the gates X."""
+    c = float(intercept_scale)
     if c == 1.0:
         return None
     s = np.ones(p)
     s[-1] = c
     return s
+
+
+def norm_shift(scale):
+    """How much the experts' squared row norms exceed the gates' under the
+    scale of :func:`design_scale` (its last column is the constant 1 of
+    ``fit_intercept``): ``scale[-1]^2 - 1``, 0 without a scale."""
+    return 0.0 if scale is None else float(scale[-1] ** 2 - 1.0)
 
 
 def set_alphas(cfg, which):

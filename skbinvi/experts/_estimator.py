@@ -486,7 +486,7 @@ class _VariationalEngine(_Engine):
 
     def expert_scale(self, p):
         """The column scale (p,) of the experts' design, or None."""
-        return design_scale(self.config(p)[0], p)
+        return design_scale(self._intercept_scale(), p)
 
     def start(self, X, y, rng):
         m = self.model

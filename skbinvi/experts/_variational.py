@@ -100,6 +100,7 @@ from ._ascent import (
     SetObjective,
     ascend,
     design_scale,
+    norm_shift,
     set_alphas,
     set_prior,
 )
@@ -546,8 +547,7 @@ class _FixedAuxLikelihood:
         self.weights = ((g_mean[:, :K], g_second[:, :K]),
                         (g_mean[:, K:], g_second[:, K:]))
         self.X, self.sq, self.scale = X, sq, scale
-        # the experts' squared row norms exceed the gates' by this much
-        shift = 0.0 if scale is None else float(scale[-1] ** 2 - 1.0)
+        shift = norm_shift(scale)
         # sum_n G_V,nk ||x_n||^2 of each set: independent of mu
         self._v = (None if use_statistics
                    else [sq @ self.weights[j][1] + shift * (j == 0)
@@ -741,9 +741,9 @@ def objective_and_aux(X, y, sq, beta, eta, cfg, consts, lams, c_init=None,
     :func:`design_scale` (``cfg.intercept_scale``), the gates X.
     """
     pts = (_point(beta), _point(eta))
-    scale = design_scale(cfg, X.shape[1])
+    scale = design_scale(cfg.intercept_scale, X.shape[1])
     mu_b = beta.mu if scale is None else beta.mu * scale
-    shift = 0.0 if scale is None else float(scale[-1] ** 2 - 1.0)
+    shift = norm_shift(scale)
     coefs = []
     for which, pt in enumerate(pts):
         a, aok, omega = pt.bessel()[:3]
@@ -829,7 +829,7 @@ def variational_iteration(X, y, sq, state, cfg, consts, lams, inner_max_iter,
         state.steps = np.full((8, state.beta.mu.shape[0]), INIT_STEP)
     start = state.value
     lik = _FixedAuxLikelihood(X, y, sq, state.aux, use_statistics, state.weights,
-                              design_scale(cfg, X.shape[1]))
+                              design_scale(cfg.intercept_scale, X.shape[1]))
     objectives = [SetObjective(lik, j, cfg, consts, lams[j]) for j in range(2)]
     pts, gain, accepted = ascend(objectives, [_point(state.beta), _point(state.eta)],
                                  state.steps, inner_max_iter, inner_tol)
