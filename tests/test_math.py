@@ -60,6 +60,26 @@ def test_log_ndtr_matches_scipy_up_to_40():
         assert abs(above - below) < 1e-8 * max(1.0, abs(below))
 
 
+def test_log_ndtr_table_is_accurate_to_the_last_digits():
+    """The piecewise polynomials of log_ndtr on [-12, 9) against mpmath at 60
+    digits: random points, every interval's edges and the points just below
+    them (where the index of the interval rounds), and the range's ends."""
+    mpmath = pytest.importorskip("mpmath")
+    lo, hi, width = _math._LNDTR_LO, _math._LNDTR_HI, _math._LNDTR_WIDTH
+    edges = lo + width * np.arange(round((hi - lo) / width) + 1)
+    t = np.concatenate([
+        np.random.default_rng(0).uniform(lo - 1.0, hi + 1.0, 400),
+        edges, np.nextafter(edges, -np.inf), np.nextafter(edges, np.inf),
+    ])
+    with mpmath.workdps(60):
+        expected = np.array([float(mpmath.log(mpmath.ncdf(mpmath.mpf(v)))) for v in t])
+    got = np.array([_math.log_ndtr(v) for v in t])
+    assert_allclose(got, expected, rtol=1e-13, atol=0.0)
+    assert np.isnan(_math.log_ndtr(np.nan))
+    assert _math.log_ndtr(-np.inf) == -np.inf
+    assert _math.log_ndtr(np.inf) == 0.0
+
+
 def test_inverse_mills_ratio_matches_scipy_and_truncated_normal_means():
     from scipy.special import log_ndtr
     from scipy.stats import norm, truncnorm

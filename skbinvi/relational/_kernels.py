@@ -70,7 +70,8 @@ def pair_keys(ent, rel, n_entities):
 @njit
 def pair_log_likelihood(x, eta):
     """g(eta) = x log Phi(eta) + (1 - x) log Phi(-eta), nats."""
-    return log_ndtr(eta) if x > 0.5 else log_ndtr(-eta)
+    # one call of log_ndtr (compiled once into the caller, not twice)
+    return log_ndtr(eta if x > 0.5 else -eta)
 
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -140,12 +141,18 @@ def _sample(uniforms, q, z):
 
 
 @njit(inline="always")
-def _eta(i, r, z, b, field):
-    """eta = b_r + z_i . (W_r z_j), with ``field`` = W_r z_j."""
+def _eta(i, r, z, b, fields, k):
+    """eta = b_r + z_i . (W_r z_j), with ``fields[k]`` = W_r z_j.
+
+    Without a branch on z_id (0 or 1): a branch per feature is mispredicted
+    about as often as the features of the entities differ, and took three
+    times as long as the products. The kernels pass the fields with a row
+    index, never a row (a view of an array costs a reference count, an
+    atomic operation, per pair).
+    """
     value = b[r]
     for d in range(z.shape[1]):
-        if z[i, d] > 0.0:
-            value += field[d]
+        value += z[i, d] * fields[k, d]
     return value
 
 
@@ -153,84 +160,97 @@ def _eta(i, r, z, b, field):
 # memo of the pair terms of the Monte Carlo kernels
 # ---------------------------------------------------------------------------
 #
-# Given a joint sample z, the terms of a pair (its log-likelihood, and in
-# "mcvi" those with one feature of an end flipped) depend only on the feature
-# patterns z_i and z_j of its two ends, its relation and its link. Entities
-# with the same pattern are frequent once q nears 0 or 1 (kinship, term18:
-# 10-30% as many distinct keys as pair-samples), so the kernels compute the
-# terms once per distinct key of a call and look them up afterwards: the
-# same numbers with fewer evaluations of log Phi. A key packs (pattern of i,
-# pattern of j, relation, link) into 62 bits; without room (2 D + bits of
-# the relation ids + 1 > 62), or once the memo is full, terms are computed
-# directly.
+# Given a joint sample z, the terms of a pair (in "mcvi" its log-likelihood
+# with one feature of an end flipped; in the weight step its eta and
+# truncated normal mean) depend only on the feature patterns z_i and z_j of
+# its two ends, its relation and its link. Entities with the same pattern
+# are frequent once q nears 0 or 1 (kinship, term18: about 67 patterns among
+# 104 entities in a sample, and most recur in the next samples). So the
+# kernels number the distinct patterns of a call as they appear
+# (:func:`_pattern_ids`, up to M of them) and compute the terms of a key
+# (pattern of i, pattern of j, relation, link) once, at its first pair, in a
+# dense table of all 2 R M^2 keys: a lookup is an index, not a hash. A pair
+# with an end whose pattern came after the first M, or once the values are
+# full, or with D > 62 (a pattern needs a bit per feature), has its terms
+# computed directly.
 
-# Largest memo of one call: entries (a small table, which stays in the
-# caches and is cheap to clear: 2**16 ran kinship faster than 2**18), and
-# float64 values over all entries.
-_MEMO_ENTRIES = 2**16
+# Largest table of the keys of one call, and of the values of its entries.
+_MEMO_KEYS = 2**18
 _MEMO_VALUES = 2**21
 
 
-def _memo(n_terms, width, n_components, n_relations):
-    """An empty memo for ``n_terms`` pair terms of ``width`` values each.
+def _memo(n_pair_samples, width, n_entities, n_components, n_relations):
+    """An empty memo for ``n_pair_samples`` pair terms of ``width`` values each.
 
-    Returns ``(slots, keys, count, values, relation_bits)``: the open
-    addressing table (a power of two of int64 entry ids, -1 for empty),
-    the keys and ``values`` (n_entries, width) of the entries, their number
-    ``count`` (1,), and the bits of a relation id in a key. Without room
-    for a key in 62 bits the memo has no entry (every term is computed).
+    Returns ``(pslots, pkeys, pid, entry, counts, values)``: the open
+    addressing table of the patterns (a power of two >= 2 M of int64 ids,
+    -1 for empty), their codes ``pkeys`` (M,), the id of every entity's
+    pattern in the current sample ``pid`` (N,) (-1: none), all filled by
+    :func:`_pattern_ids`; the dense table of the keys, ``entry`` (2 R M^2,)
+    (the key's row of ``values``, -1 for none), the numbers of patterns and
+    of rows so far ``counts`` (2,), and ``values`` (rows + 1, width), whose
+    last row is scratch for the terms of a pair that the memo does not
+    keep. M, the most patterns numbered, is at most 2 N, 2^D and what fits
+    ``_MEMO_KEYS`` keys; 0 when D > 62.
     """
-    relation_bits = max(int(n_relations) - 1, 0).bit_length()
-    size = min(int(n_terms), _MEMO_ENTRIES, _MEMO_VALUES // max(int(width), 1))
-    if 2 * int(n_components) + relation_bits + 1 > 62:
-        size = 0
-    slots = np.full(1 << (2 * size).bit_length(), -1, dtype=np.int64)
-    return (slots, np.empty(size, dtype=np.int64), np.zeros(1, dtype=np.int64),
-            np.empty((size, width)), relation_bits)
+    R = max(int(n_relations), 1)
+    M = min(2 * int(n_entities), int(math.isqrt(_MEMO_KEYS // (2 * R))))
+    if n_components > 62:
+        M = 0
+    elif n_components < 20:
+        M = min(M, 1 << int(n_components))
+    n_rows = min(2 * R * M * M, int(n_pair_samples), _MEMO_VALUES // max(int(width), 1))
+    return (np.full(1 << (2 * M).bit_length(), -1, dtype=np.int64),
+            np.empty(M, dtype=np.int64), np.empty(n_entities, dtype=np.int64),
+            np.full(2 * R * M * M, -1, dtype=np.int64), np.zeros(2, dtype=np.int64),
+            np.empty((n_rows + 1, width)))
 
 
 @njit(inline="always")
-def _pattern_codes(z, codes):
-    """``codes[i] = sum_d 2^d 1{z_id > 0}``, the feature pattern of every entity."""
-    for i in range(z.shape[0]):
+def _pattern_ids(z, pslots, pkeys, pid, counts):
+    """``pid[i]``: the id of the feature pattern ``sum_d 2^d 1{z_id > 0}`` of
+    every entity in sample z (N, D), numbered in order of first appearance
+    in the call (``counts[0]`` so far); -1 past the first ``pkeys.shape[0]``
+    patterns (and always when there is no room for any)."""
+    N, D = z.shape
+    M = pkeys.shape[0]
+    if M == 0:
+        for i in range(N):
+            pid[i] = -1
+        return
+    mask = pslots.shape[0] - 1
+    for i in range(N):
         code = 0
-        for d in range(z.shape[1]):
+        for d in range(D):
             if z[i, d] > 0:
                 code |= 1 << d
-        codes[i] = code
+        h = np.int64(_mix(np.uint64(code)) & np.uint64(mask))
+        while pslots[h] >= 0 and pkeys[pslots[h]] != code:
+            h = (h + 1) & mask
+        if pslots[h] < 0 and counts[0] < M:
+            pslots[h] = counts[0]
+            pkeys[counts[0]] = code
+            counts[0] += 1
+        pid[i] = pslots[h]
 
 
 @njit(inline="always")
-def _memo_entry(slots, keys, count, key):
-    """(entry, new) of ``key``: its entry id, and whether it was just added.
-
-    A new entry's values are for the caller to fill. Entry -1 (new): the
-    memo is full or has no room for keys; the caller computes the terms
-    without keeping them.
-    """
-    if keys.shape[0] == 0:
+def _memo_row(i, j, r, x, pid, entry, counts, M, capacity):
+    """(row, new) of a pair: its row of the memo's values, and whether the
+    row is new (its terms are for the caller to compute). Row -1 (new): the
+    memo does not keep the pair's terms. ``M`` is ``pkeys.shape[0]``,
+    ``capacity`` the rows of values that entries may take."""
+    if pid[i] < 0 or pid[j] < 0:
         return -1, True
-    mask = slots.shape[0] - 1
-    h = np.int64(_mix(np.uint64(key)) & np.uint64(mask))
-    while slots[h] >= 0:
-        if keys[slots[h]] == key:
-            return slots[h], False
-        h = (h + 1) & mask
-    n = count[0]
-    if n == keys.shape[0]:
+    key = ((2 * r + (1 if x > 0.5 else 0)) * M + pid[i]) * M + pid[j]
+    e = entry[key]
+    if e >= 0:
+        return e, False
+    if counts[1] == capacity:
         return -1, True
-    slots[h] = n
-    keys[n] = key
-    count[0] = n + 1
-    return n, True
-
-
-@njit(inline="always")
-def _memo_key(code_i, code_j, r, x, n_components, relation_bits):
-    """The memo key of a pair: patterns of its ends, relation and link."""
-    key = (code_i << n_components) | code_j
-    key = (key << relation_bits) | r
-    return 2 * key + (1 if x > 0.5 else 0)
+    entry[key] = counts[1]
+    counts[1] += 1
+    return entry[key], True
 
 
 def _parts(n, work_per_item, min_work):
@@ -247,12 +267,16 @@ def _parts(n, work_per_item, min_work):
 
 
 # Evaluations of log Phi (before the memo's savings) of a pass from which it
-# runs on threads: tens of milliseconds of work. Each part keeps its own memo,
-# so parts repeat each other's misses: with kinship's 2.2 million per "mcvi"
-# pass (term18) on two threads, the default fit took 4.6 s of CPU time
-# against 3.7 s serial (on a busy two-core machine), so such passes stay
-# serial.
-_MIN_PARALLEL_WORK = 4_000_000
+# runs on threads: a few milliseconds of work. Each part keeps its own memo,
+# so parts repeat some of each other's misses: kinship's "mcvi" passes
+# (term18, 1.8 million evaluations) took 7.6 ms serial and about 4.5 ms of
+# wall time on two threads, for 20% more CPU time.
+_MIN_PARALLEL_WORK = 1_000_000
+
+# Pair-samples of an ELBO pass (:func:`expected_pair_log_likelihood`) from
+# which it runs on threads: about a millisecond of work. It keeps no memo,
+# so its parts repeat nothing.
+_MIN_PARALLEL_PAIR_SAMPLES = 100_000
 
 
 def expected_pair_log_likelihood(
@@ -264,77 +288,62 @@ def expected_pair_log_likelihood(
     q_id}`` with :func:`hash_uniform`, the same numbers at every call, so the
     estimate is a deterministic function of (q, b, W) and a pair's value does
     not depend on the other pairs. ``out[p] = 1/S sum_s g(b_r + z_i^T W_r
-    z_j)``. Cost O(S N D) hashes, then O(S |z_i| |z_j|) per pair (O(S D)
-    diagonal) and distinct memo key (see the memo above); large passes run
-    on threads (:func:`~skbinvi._numba.run_parts`, ranges of pairs, each its
-    own memo; the same numbers). ``rkey``, ``rk_ent``, ``rk_rel`` are
-    accepted for a uniform signature and unused. Checked against a NumPy
-    reference with the same numbers and against enumeration
-    (``test_expected_pair_log_likelihood_*``).
+    z_j)``, with the field W_r z_j computed once per receiver key (``rkey``
+    (P,) into ``rk_ent``, ``rk_rel``, :func:`pair_keys`) and sample: cost
+    O(S N D) hashes, O(S K_r |z_j| D) for the fields (O(S K_r D) diagonal),
+    then O(S D) and one log Phi per pair. Large passes run on threads
+    (:func:`~skbinvi._numba.run_parts`, ranges of pairs; the same numbers).
+    Checked against a NumPy reference with the same numbers and against
+    enumeration (``test_expected_pair_log_likelihood_*``).
     """
     N, D = q.shape
     P = snd.shape[0]
     z = np.empty((n_draws, N, D), dtype=np.uint8)
-    codes = np.empty((n_draws, N), dtype=np.int64)
-    _hashed_samples(q, seed, z, codes)
-    R = W.shape[0]
-    parts = _parts(P, n_draws, _MIN_PARALLEL_WORK)
+    _hashed_samples(q, seed, z)
+    parts = _parts(P, n_draws, _MIN_PARALLEL_PAIR_SAMPLES)
     run_parts(_pair_log_likelihoods[bool(diag)], [
-        (lo, hi, snd, rcv, rel, x, z, codes, b, W,
-         *_memo((hi - lo) * n_draws, 1, D, R), out)
+        (lo, hi, snd, rcv, rel, rkey, rk_ent, rk_rel, x, z, b, W, out)
         for lo, hi in parts
     ])
 
 
 @njit
-def _hashed_samples(q, seed, z, codes):
-    """The S joint samples ``z[s, i, d] = 1{u(seed, s, i, d) < q_id}`` (out),
-    and their feature patterns ``codes`` (S, N) when D < 63."""
+def _hashed_samples(q, seed, z):
+    """The S joint samples ``z[s, i, d] = 1{u(seed, s, i, d) < q_id}`` (out)."""
     S = z.shape[0]
     for s in range(S):
         for i in range(q.shape[0]):
             for d in range(q.shape[1]):
                 z[s, i, d] = 1 if hash_uniform(seed, s, i, d) < q[i, d] else 0
-        if q.shape[1] < 63:
-            _pattern_codes(z[s], codes[s])
 
 
 def _make_pair_log_likelihoods(diag):
     """The kernel of :func:`expected_pair_log_likelihood` for ``diag``."""
 
     @njit(nogil=True)
-    def _pair_log_likelihoods(lo, hi, snd, rcv, rel, x, z, codes, b, W,
-                              slots, keys, count, values, relation_bits, out):
+    def _pair_log_likelihoods(lo, hi, snd, rcv, rel, rkey, rk_ent, rk_rel, x, z, b,
+                              W, out):
         """``out[p]`` of :func:`expected_pair_log_likelihood` for pairs lo..hi-1."""
         S, N, D = z.shape
+        fr = np.empty((rk_ent.shape[0], D))  # W_r z_j of every receiver key
+        arg = np.empty(hi - lo)
         for p in range(lo, hi):
-            i, j, r = snd[p], rcv[p], rel[p]
-            total = 0.0
-            for s in range(S):
-                e, new = -1, True
-                if keys.shape[0] > 0:
-                    e, new = _memo_entry(
-                        slots, keys, count,
-                        _memo_key(codes[s, i], codes[s, j], r, x[p], D, relation_bits),
-                    )
-                if not new:
-                    total += values[e, 0]
-                    continue
-                eta = b[r]
-                for d in range(D):
-                    if z[s, i, d]:
-                        if diag:
-                            if z[s, j, d]:
-                                eta += W[r, d, d]
-                        else:
-                            for f in range(D):
-                                if z[s, j, f]:
-                                    eta += W[r, d, f]
-                g = pair_log_likelihood(x[p], eta)
-                if e >= 0:
-                    values[e, 0] = g
-                total += g
-            out[p] = total / S
+            out[p] = 0.0
+        for s in range(S):
+            zs = z[s]
+            if diag:
+                _diagonal_fields(rk_ent, rk_rel, zs, W, fr)
+            else:
+                _full_fields(rk_ent, rk_rel, zs, W, fr)
+            for p in range(lo, hi):
+                eta = _eta(snd[p], rel[p], zs, b, fr, rkey[p])
+                arg[p - lo] = eta if x[p] > 0.5 else -eta
+            # log Phi in a loop of its own (several times faster than
+            # interleaved with the fields' lookups)
+            for p in range(lo, hi):
+                out[p] += log_ndtr(arg[p - lo])
+        for p in range(lo, hi):
+            out[p] /= S
 
     return _pair_log_likelihoods
 
@@ -929,7 +938,7 @@ def mcvi_mean_deltas(
     run_parts(_mcvi_samples[bool(diag)], [
         (lo, hi, snd, rcv, rel, skey, sk_ent, sk_rel, rkey, rk_ent, rk_rel, x, q,
          b, W, Wt, uniforms, w_snd, w_rcv,
-         *_memo((hi - lo) * P, 2 * D, D, W.shape[0]), partial)
+         *_memo((hi - lo) * P, 2 * D, N, D, W.shape[0]), partial)
         for lo, hi in parts
     ])
     _sample_mean(partial.reshape(S, N * D), logit_rho, out.reshape(N * D))
@@ -947,30 +956,33 @@ def _sample_mean(partial, offset, out):
 
 
 @njit(inline="always")
-def _flip_terms(i, j, r, x, z, b, a, c_rcv, sender, receiver, terms):
+def _flip_terms(i, j, r, x, z, b, fr, kr, fs, ks, sender, receiver, terms, row):
     """The terms of one pair in :func:`mcvi_mean_deltas` for sample z.
 
-    ``terms[d]`` (if ``sender``): the change of g when z_id flips to 1 from
-    0, ``a = W_r z_j``; ``terms[D + d]`` (if ``receiver``): the same for
-    z_jd, ``c_rcv = W_r^T z_i``. Entries whose flip leaves eta unchanged
-    (a zero field) are not set.
+    ``terms[row, d]`` (if ``sender``): the change of g when z_id flips to 1
+    from 0, with the field ``fr[kr] = W_r z_j``; ``terms[row, D + d]`` (if
+    ``receiver``): the same for z_jd, with ``fs[ks] = W_r^T z_i``. An entry
+    whose flip leaves eta unchanged (a zero field) is 0. The arguments of
+    log Phi go into the row first and are evaluated in one loop of their
+    own, which runs several times faster than evaluations interleaved with
+    the branches that choose them.
     """
     D = z.shape[1]
-    eta = _eta(i, r, z, b, a)
-    g = pair_log_likelihood(x, eta)
+    eta = _eta(i, r, z, b, fr, kr)
+    sign = 1.0 if x > 0.5 else -1.0
     for d in range(D):
-        c = a[d]
-        if c != 0.0 and sender:
-            if z[i, d] > 0.0:
-                terms[d] = g - pair_log_likelihood(x, eta - c)
-            else:
-                terms[d] = pair_log_likelihood(x, eta + c) - g
-        c = c_rcv[d]
-        if c != 0.0 and receiver:
-            if z[j, d] > 0.0:
-                terms[D + d] = g - pair_log_likelihood(x, eta - c)
-            else:
-                terms[D + d] = pair_log_likelihood(x, eta + c) - g
+        # eta with z_id (then z_jd) flipped: down from 1, or up from 0
+        c = fr[kr, d] if sender else 0.0
+        terms[row, d] = sign * (eta - c if z[i, d] > 0.0 else eta + c)
+        c = fs[ks, d] if receiver else 0.0
+        terms[row, D + d] = sign * (eta - c if z[j, d] > 0.0 else eta + c)
+    g = log_ndtr(sign * eta)
+    for m in range(2 * D):
+        terms[row, m] = log_ndtr(terms[row, m]) - g
+    for d in range(D):
+        # the change from 0 to 1
+        terms[row, d] = -terms[row, d] if z[i, d] > 0.0 else terms[row, d]
+        terms[row, D + d] = -terms[row, D + d] if z[j, d] > 0.0 else terms[row, D + d]
 
 
 def _make_mcvi_samples(diag):
@@ -978,47 +990,40 @@ def _make_mcvi_samples(diag):
 
     @njit(nogil=True)
     def _mcvi_samples(lo, hi, snd, rcv, rel, skey, sk_ent, sk_rel, rkey, rk_ent,
-                      rk_rel, x, q, b, W, Wt, uniforms, w_snd, w_rcv, slots, keys,
-                      count, values, relation_bits, partial):
+                      rk_rel, x, q, b, W, Wt, uniforms, w_snd, w_rcv, pslots, pkeys,
+                      pid, entry, counts, values, partial):
         """``partial[s]``, the sums of :func:`mcvi_mean_deltas` of samples lo..hi-1."""
         N, D = q.shape
         P = x.shape[0]
+        M = pkeys.shape[0]
         z = np.empty((N, D))
-        codes = np.empty(N, dtype=np.int64)
         fr = np.empty((rk_ent.shape[0], D))  # W_r z_j: sender flips
         fs = np.empty((sk_ent.shape[0], D))  # W_r^T z_i: receiver flips
-        scratch = np.empty(2 * D)
+        # the memo's last row: the terms of a pair that the memo does not keep
+        scratch = values.shape[0] - 1
         for s in range(lo, hi):
             _sample(uniforms[s], q, z)
-            if keys.shape[0] > 0:
-                _pattern_codes(z, codes)
+            _pattern_ids(z, pslots, pkeys, pid, counts)
             if diag:
                 _diagonal_fields(rk_ent, rk_rel, z, W, fr)
                 _diagonal_fields(sk_ent, sk_rel, z, Wt, fs)
             else:
                 _full_fields(rk_ent, rk_rel, z, W, fr)
                 _full_fields(sk_ent, sk_rel, z, Wt, fs)
-            acc = partial[s]
             for p in range(P):
                 i, j, r = snd[p], rcv[p], rel[p]
                 ws, wr = _pair_weight(w_snd, p), _pair_weight(w_rcv, p)
-                a, c_rcv = fr[rkey[p]], fs[skey[p]]
-                e, new = -1, True
-                if keys.shape[0] > 0:
-                    e, new = _memo_entry(
-                        slots, keys, count,
-                        _memo_key(codes[i], codes[j], r, x[p], D, relation_bits),
-                    )
-                terms = scratch if e < 0 else values[e]
+                e, new = _memo_row(i, j, r, x[p], pid, entry, counts, M, scratch)
+                row = scratch if e < 0 else e
                 if new:
                     # a kept entry serves later pairs of any weight: all its terms
-                    _flip_terms(i, j, r, x[p], z, b, a, c_rcv, e >= 0 or ws != 0.0,
-                                e >= 0 or wr != 0.0, terms)
+                    _flip_terms(i, j, r, x[p], z, b, fr, rkey[p], fs, skey[p],
+                                e >= 0 or ws != 0.0, e >= 0 or wr != 0.0, values, row)
+                # no branches: a zero field or weight adds 0 (terms are finite)
                 for d in range(D):
-                    if a[d] != 0.0 and ws != 0.0:
-                        acc[i, d] += ws * terms[d]
-                    if c_rcv[d] != 0.0 and wr != 0.0:
-                        acc[j, d] += wr * terms[D + d]
+                    partial[s, i, d] += ws * values[row, d]
+                for d in range(D):
+                    partial[s, j, d] += wr * values[row, D + d]
 
     return _mcvi_samples
 
@@ -1075,7 +1080,7 @@ def mc_weight_rhs(
     run_parts(_weight_rhs_samples[bool(diag)], [
         (lo, hi, snd, rcv, rel, skey, sk_ent, sk_rel, rkey, rk_ent, rk_rel, x, q,
          b, W, uniforms, weight, residual,
-         *_memo((hi - lo) * x.shape[0], 2, D, R), part0, partW)
+         *_memo((hi - lo) * x.shape[0], 2, N, D, R), part0, partW)
         for lo, hi in _parts(S, x.shape[0], _MIN_PARALLEL_WORK)
     ])
     _sample_mean(part0, 0.0, out0)
@@ -1094,7 +1099,7 @@ def _make_weight_rhs_samples(diag):
     @njit(nogil=True)
     def _weight_rhs_samples(lo, hi, snd, rcv, rel, skey, sk_ent, sk_rel, rkey, rk_ent,
                             rk_rel, x, q, b, W, uniforms, weight, residual,
-                            slots, keys, count, values, relation_bits, part0, partW):
+                            pslots, pkeys, pid, entry, counts, values, part0, partW):
         """``part0[s]``, ``partW[s]`` of :func:`mc_weight_rhs` for samples lo..hi-1.
 
         The memo keeps (eta, its truncated normal mean) per key.
@@ -1102,14 +1107,14 @@ def _make_weight_rhs_samples(diag):
         N, D = q.shape
         P = x.shape[0]
         Ks = sk_ent.shape[0]
+        M = pkeys.shape[0]
+        capacity = values.shape[0] - 1
         z = np.empty((N, D))
-        codes = np.empty(N, dtype=np.int64)
         fr = np.empty((rk_ent.shape[0], D))
         t = np.empty((Ks, D))
         for s in range(lo, hi):
             _sample(uniforms[s], q, z)
-            if keys.shape[0] > 0:
-                _pattern_codes(z, codes)
+            _pattern_ids(z, pslots, pkeys, pid, counts)
             if diag:
                 _diagonal_fields(rk_ent, rk_rel, z, W, fr)
             else:
@@ -1120,14 +1125,9 @@ def _make_weight_rhs_samples(diag):
                 w = _pair_weight(weight, p)
                 if w == 0.0:
                     continue
-                e, new = -1, True
-                if keys.shape[0] > 0:
-                    e, new = _memo_entry(
-                        slots, keys, count,
-                        _memo_key(codes[i], codes[j], r, x[p], D, relation_bits),
-                    )
+                e, new = _memo_row(i, j, r, x[p], pid, entry, counts, M, capacity)
                 if new:
-                    eta = _eta(i, r, z, b, fr[rkey[p]])
+                    eta = _eta(i, r, z, b, fr, rkey[p])
                     ybar = truncated_normal_mean(x[p], eta)
                     if e >= 0:
                         values[e, 0] = eta
@@ -1140,8 +1140,7 @@ def _make_weight_rhs_samples(diag):
                 part0[s, r] += ybar
                 k = skey[p]
                 for e in range(D):
-                    if z[j, e] > 0.0:
-                        t[k, e] += ybar
+                    t[k, e] += ybar * z[j, e]
             for k in range(Ks):
                 e_, r = sk_ent[k], sk_rel[k]
                 for d in range(D):
@@ -1192,7 +1191,7 @@ def score_function_gradient(
             _full_fields(rk_ent, rk_rel, z, W, fr)
         blanket = np.zeros(N)  # likelihood of the pairs of i: shared by all d
         for p in range(P):
-            g = pair_log_likelihood(x[p], _eta(snd[p], rel[p], z, b, fr[rkey[p]]))
+            g = pair_log_likelihood(x[p], _eta(snd[p], rel[p], z, b, fr, rkey[p]))
             blanket[snd[p]] += g
             blanket[rcv[p]] += g
         for i in range(N):
