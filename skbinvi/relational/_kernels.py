@@ -157,22 +157,23 @@ def _eta(i, r, z, b, fields, k):
 
 
 # ---------------------------------------------------------------------------
-# memo of the pair terms of the Monte Carlo kernels
+# memo of the pair terms of "mcvi"
 # ---------------------------------------------------------------------------
 #
-# Given a joint sample z, the terms of a pair (in "mcvi" its log-likelihood
-# with one feature of an end flipped; in the weight step its eta and
-# truncated normal mean) depend only on the feature patterns z_i and z_j of
-# its two ends, its relation and its link. Entities with the same pattern
-# are frequent once q nears 0 or 1 (kinship, term18: about 67 patterns among
-# 104 entities in a sample, and most recur in the next samples). So the
-# kernels number the distinct patterns of a call as they appear
-# (:func:`_pattern_ids`, up to M of them) and compute the terms of a key
-# (pattern of i, pattern of j, relation, link) once, at its first pair, in a
-# dense table of all 2 R M^2 keys: a lookup is an index, not a hash. A pair
-# with an end whose pattern came after the first M, or once the values are
-# full, or with D > 62 (a pattern needs a bit per feature), has its terms
-# computed directly.
+# Given a joint sample z, the 2 D terms of a pair in "mcvi" (its
+# log-likelihood with one feature of an end flipped) depend only on the
+# feature patterns z_i and z_j of its two ends, its relation and its link.
+# Entities with the same pattern are frequent once q nears 0 or 1 (kinship,
+# term18: about 67 patterns among 104 entities in a sample, and most recur
+# in the next samples). So the kernel numbers the distinct patterns of a
+# call as they appear (:func:`_pattern_ids`, up to M of them) and computes
+# the terms of a key (pattern of i, pattern of j, relation, link) once, at
+# its first pair, in a dense table of all 2 R M^2 keys: a lookup is an
+# index, not a hash. A pair with an end whose pattern came after the first
+# M, or once the values are full, or with D > 62 (a pattern needs a bit per
+# feature), has its terms computed directly. (The weight step and the ELBO
+# keep no memo: their one or two terms per pair cost about what a lookup
+# does.)
 
 # Largest table of the keys of one call, and of the values of its entries.
 _MEMO_KEYS = 2**18
@@ -453,9 +454,9 @@ def truncated_normal_mean(x, mu):
     Checked against ``scipy.stats.truncnorm`` in
     ``test_truncated_normal_mean_matches_scipy``.
     """
-    if x > 0.5:
-        return mu + inverse_mills_ratio(mu)
-    return mu - inverse_mills_ratio(-mu)
+    # one call of inverse_mills_ratio (compiled once into the caller)
+    sign = 1.0 if x > 0.5 else -1.0
+    return mu + sign * inverse_mills_ratio(sign * mu)
 
 
 @njit
@@ -1080,7 +1081,7 @@ def mc_weight_rhs(
     run_parts(_weight_rhs_samples[bool(diag)], [
         (lo, hi, snd, rcv, rel, skey, sk_ent, sk_rel, rkey, rk_ent, rk_rel, x, q,
          b, W, uniforms, weight, residual,
-         *_memo((hi - lo) * x.shape[0], 2, N, D, R), part0, partW)
+         part0, partW)
         for lo, hi in _parts(S, x.shape[0], _MIN_PARALLEL_WORK)
     ])
     _sample_mean(part0, 0.0, out0)
@@ -1098,23 +1099,22 @@ def _make_weight_rhs_samples(diag):
 
     @njit(nogil=True)
     def _weight_rhs_samples(lo, hi, snd, rcv, rel, skey, sk_ent, sk_rel, rkey, rk_ent,
-                            rk_rel, x, q, b, W, uniforms, weight, residual,
-                            pslots, pkeys, pid, entry, counts, values, part0, partW):
+                            rk_rel, x, q, b, W, uniforms, weight, residual, part0,
+                            partW):
         """``part0[s]``, ``partW[s]`` of :func:`mc_weight_rhs` for samples lo..hi-1.
 
-        The memo keeps (eta, its truncated normal mean) per key.
+        No memo: a pair's eta and truncated normal mean cost about as much
+        as looking them up (kinship term18: 2.4 ms a pass without, 3.0 ms
+        with the memo of :func:`mcvi_mean_deltas`).
         """
         N, D = q.shape
         P = x.shape[0]
         Ks = sk_ent.shape[0]
-        M = pkeys.shape[0]
-        capacity = values.shape[0] - 1
         z = np.empty((N, D))
         fr = np.empty((rk_ent.shape[0], D))
         t = np.empty((Ks, D))
         for s in range(lo, hi):
             _sample(uniforms[s], q, z)
-            _pattern_ids(z, pslots, pkeys, pid, counts)
             if diag:
                 _diagonal_fields(rk_ent, rk_rel, z, W, fr)
             else:
@@ -1125,15 +1125,8 @@ def _make_weight_rhs_samples(diag):
                 w = _pair_weight(weight, p)
                 if w == 0.0:
                     continue
-                e, new = _memo_row(i, j, r, x[p], pid, entry, counts, M, capacity)
-                if new:
-                    eta = _eta(i, r, z, b, fr, rkey[p])
-                    ybar = truncated_normal_mean(x[p], eta)
-                    if e >= 0:
-                        values[e, 0] = eta
-                        values[e, 1] = ybar
-                else:
-                    eta, ybar = values[e, 0], values[e, 1]
+                eta = _eta(i, r, z, b, fr, rkey[p])
+                ybar = truncated_normal_mean(x[p], eta)
                 if residual:
                     ybar -= eta
                 ybar *= w
