@@ -260,11 +260,6 @@ def njit(func=None, **kwargs):
     return decorate(func)
 
 
-def as_py(func):
-    """Return the pure-Python function behind a jitted kernel (for tests)."""
-    return getattr(func, "py_func", func)
-
-
 def scipy_special(name, restype, *argtypes):
     """A function of ``scipy.special.cython_special`` callable from jitted code.
 

@@ -404,7 +404,7 @@ def _truncated_means(x, m):
 
 
 def _bound(P, q, mu):
-    return _kernels.augmented_bound(
+    return REF.augmented_bound(
         P["snd"], P["rcv"], P["rel"], P["x"], q, P["b"], P["W"], P["diag"], mu,
         P["rho"],
     )

@@ -466,41 +466,6 @@ def truncated_normal_means(x, mu, out):
         out[p] = truncated_normal_mean(x[p], mu[p])
 
 
-def augmented_bound(snd, rcv, rel, x, q, b, W, diag, mu, rho):
-    """The data-augmented lower bound on the ELBO (nats, summed over pairs).
-
-    ``sum_p T_p(mu_p) - sum_id KL(Bern(q_id) || Bern(rho))`` with the pair
-    term of the module comment; ``mu`` (P,) are the locations of q(y). It is
-    below the true ELBO (Jensen), which ``test_augmented_bound_below_true_elbo``
-    checks by enumeration.
-    """
-    P = snd.shape[0]
-    mean = np.empty(P)
-    var = np.empty(P)
-    pair_mean_and_variance(snd, rcv, rel, q, b, W, diag, mean, var)
-    return _augmented_pair_terms(x, mean, var, mu) - kl_features(q, rho)
-
-
-@njit
-def _augmented_pair_terms(x, mean, var, mu):
-    """``sum_p T_p(mu_p)`` of :func:`augmented_bound`, given the pairs' means
-    and variances of eta."""
-    total = 0.0
-    for p in range(x.shape[0]):
-        s = 1.0 if x[p] > 0.5 else -1.0
-        a = s * mu[p]
-        lam = inverse_mills_ratio(a)
-        mean_y = mu[p] + s * lam
-        second_y = 1.0 - a * lam - lam * lam + mean_y * mean_y
-        entropy = 0.5 * math.log(2.0 * math.pi * math.e) + log_ndtr(a) - 0.5 * a * lam
-        total += (
-            -0.5 * math.log(2.0 * math.pi)
-            - 0.5 * (second_y - 2.0 * mean_y * mean[p] + mean[p] ** 2 + var[p])
-            + entropy
-        )
-    return total
-
-
 @njit
 def cavi_sweep(inc_indptr, inc_pair, inc_other, rel, q, logit_rho, b, W, mean_y, m):
     """One sweep of coordinate ascent over every q_id, in place (diagonal W).
@@ -511,7 +476,8 @@ def cavi_sweep(inc_indptr, inc_pair, inc_other, rel, q, logit_rho, b, W, mean_y,
     augmented bound is linear in q_id given the rest, so each update is its
     exact maximizer. ``m`` (P,) holds b_r + sum_e w_re q_ie q_je and is kept
     up to date after every change in O(degree(i)): a sweep costs O(P D).
-    Checked against a grid maximization of :func:`augmented_bound` in
+    Checked against a grid maximization of the augmented bound (the NumPy
+    reference ``tests/_reference/relational.py``) in
     ``test_cavi_update_is_the_coordinate_maximizer``.
 
     Parameters
@@ -575,7 +541,8 @@ def cavi_sweep_full(
     :math:`q_j (1 - q_j) \circ (W_r^\top q_i)` are formed once per pair in
     O(D^2) and kept up to date in O(D) after every change of a q_id, as is
     ``m``: a sweep costs O(P D^2), memory O(max degree D). Checked against a
-    grid maximization of :func:`augmented_bound` in
+    grid maximization of the augmented bound (the NumPy reference
+    ``tests/_reference/relational.py``) in
     ``test_cavi_update_is_the_coordinate_maximizer``.
 
     Parameters
