@@ -160,8 +160,10 @@ def _set_advanced(args):
     from skbinvi.relational import _estimator
 
     _estimator._N_ELBO_SAMPLES = args.n_elbo_samples
-    _estimator._N_NONLINK_SAMPLES = args.n_nonlink_samples
-    _estimator._LEARNING_OFFSET = args.learning_offset
+    if args.n_nonlink_samples is not None:
+        _estimator._N_NONLINK_SAMPLES = args.n_nonlink_samples
+    if args.learning_offset is not None:
+        _estimator._LEARNING_OFFSET = args.learning_offset
 
 
 def _advanced():
@@ -764,11 +766,12 @@ def main(argv=None):
     parser.add_argument("--max-iter", type=int, default=60)
     parser.add_argument("--n-mc-samples", type=int, default=5)
     parser.add_argument("--n-entities", type=int, default=100_000)
-    parser.add_argument("--n-nonlink-samples", type=int, default=100,
+    parser.add_argument("--n-nonlink-samples", type=int, default=None,
                         help="private _N_NONLINK_SAMPLES (sampled non-links "
-                        "per entity and role)")
-    parser.add_argument("--learning-offset", type=float, default=1.0,
-                        help="private _LEARNING_OFFSET (step-size schedule)")
+                        "per entity and role; default: the estimator's)")
+    parser.add_argument("--learning-offset", type=float, default=None,
+                        help="private _LEARNING_OFFSET (step-size schedule; "
+                        "default: the estimator's)")
     parser.add_argument("--weights", choices=["full", "diagonal"], default="full")
     parser.add_argument("--per-epoch", action="store_true",
                         help="sparse: fit one epoch at a time (warm start) and "
