@@ -529,8 +529,8 @@ def log_ndtr(t):
     Equivalent to ``scipy.special.log_ndtr(t)`` (to within 1e-13 relative).
     On [-12, 9), a polynomial of degree 9 on each interval of width 1/16,
     interpolated at the Chebyshev points of the interval from
-    ``scipy.special.log_ndtr`` when the package is imported: a quarter of
-    the time of ``math.erfc`` and a logarithm, and no branch, which matters
+    ``scipy.special.log_ndtr`` when the package is imported: no call to the
+    C math library and no branch, which matters
     to the probit link of the latent feature relational model (user guide,
     latent feature relational model), evaluated millions of times per
     iteration. Elsewhere: above 9, log Phi(t) = log1p(-Phi(-t)) with Phi(-t)

@@ -145,8 +145,8 @@ def _eta(i, r, z, b, fields, k):
     """eta = b_r + z_i . (W_r z_j), with ``fields[k]`` = W_r z_j.
 
     Without a branch on z_id (0 or 1): a branch per feature is mispredicted
-    about as often as the features of the entities differ, and took three
-    times as long as the products. The kernels pass the fields with a row
+    about as often as the features of the entities differ; the products
+    are not. The kernels pass the fields with a row
     index, never a row (a view of an array costs a reference count, an
     atomic operation, per pair).
     """
@@ -932,8 +932,8 @@ def _flip_terms(i, j, r, x, z, b, fr, kr, fs, ks, sender, receiver, terms, row):
     ``receiver``): the same for z_jd, with ``fs[ks] = W_r^T z_i``. An entry
     whose flip leaves eta unchanged (a zero field) is 0. The arguments of
     log Phi go into the row first and are evaluated in one loop of their
-    own, which runs several times faster than evaluations interleaved with
-    the branches that choose them.
+    own, which pipelines where evaluations interleaved with the branches
+    that choose them would not.
     """
     D = z.shape[1]
     eta = _eta(i, r, z, b, fr, kr)
@@ -1070,9 +1070,9 @@ def _make_weight_rhs_samples(diag):
                             partW):
         """``part0[s]``, ``partW[s]`` of :func:`mc_weight_rhs` for samples lo..hi-1.
 
-        No memo: a pair's eta and truncated normal mean cost about as much
-        as looking them up (kinship term18: 2.4 ms a pass without, 3.0 ms
-        with the memo of :func:`mcvi_mean_deltas`).
+        No memo: a pair's eta and truncated normal mean (one log Phi, one
+        exp) cost about as much as looking them up in a memo like that of
+        :func:`mcvi_mean_deltas`.
         """
         N, D = q.shape
         P = x.shape[0]
