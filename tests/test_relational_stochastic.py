@@ -731,3 +731,39 @@ def test_the_nonlinks_start_finds_every_planted_feature():
 
     assert matched(_estimator._two_hop_nmf_start).min() > 0.98
     assert matched(_estimator._nmf_start).min() < 0.95
+
+
+@pytest.mark.parametrize("n_links", [30, 120, 400])
+def test_monitor_sample_has_as_many_pairs_as_links_within_bounds(monkeypatch, n_links):
+    """The fixed sample of the "nonlinks" ELBO: M links and M non-links, M the
+    number of links clipped to ``_MONITOR_SIZE``; distinct links, non-links
+    that are no links and no self-pairs; inverse-probability weights that
+    sum to the number of links and of non-links (so that the weighted sum of
+    any pair function is an unbiased estimate of its sum over all pairs),
+    and the weighted mean of a pair function near its exact mean."""
+    monkeypatch.setattr(_estimator, "_MONITOR_SIZE", (100, 250))
+    N, R = 60, 2
+    rng = np.random.RandomState(n_links)
+    X, _ = _complete(N, R, np.zeros((0, 3), dtype=np.int64))
+    links = X[np.sort(rng.choice(len(X), n_links, replace=False))]
+    store = _PairStore.build(links, np.ones(n_links), N, R, True)
+    pairs, weight = _estimator._monitor_sample(store, np.random.RandomState(0))
+    M = min(max(n_links, 100), 250)
+    is_link = pairs.x > 0.5
+    assert is_link.sum() == min(n_links, M) and (~is_link).sum() == M
+    code = (pairs.snd * N + pairs.rcv) * R + pairs.rel
+    lcode = (links[:, 0] * N + links[:, 1]) * R + links[:, 2]
+    assert np.unique(code[is_link]).size == is_link.sum()
+    assert np.isin(code[is_link], lcode).all()
+    assert not np.isin(code[~is_link], lcode).any()
+    assert (pairs.snd != pairs.rcv).all()
+    assert_allclose(weight[is_link].sum(), n_links)
+    assert_allclose(weight[~is_link].sum(), N * (N - 1) * R - n_links)
+    # a pair function: the weighted estimate of its total over the non-links
+    f = np.sin(pairs.snd + 0.5 * pairs.rcv + 0.25 * pairs.rel)
+    exact = np.sin(X[:, 0] + 0.5 * X[:, 1] + 0.25 * X[:, 2])
+    exact_non = exact.sum() - exact[np.isin((X[:, 0] * N + X[:, 1]) * R + X[:, 2],
+                                            lcode)].sum()
+    estimate = f[~is_link] @ weight[~is_link]
+    # sd of the estimate: (number of non-links) * sd(f) / sqrt(M)
+    assert abs(estimate - exact_non) < 4 * len(X) * exact.std() / np.sqrt(M)

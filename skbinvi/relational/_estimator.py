@@ -1931,7 +1931,10 @@ def _probit_curvature(x, eta):
     return np.clip(lam * (lam + s * eta), 0.0, 1.0)
 
 
-_MONITOR_SIZE = 20_000
+# pairs of each kind (links, non-links) on which the ELBO of a "nonlinks"
+# fit is estimated: as many as the network has links, within these bounds
+# (see _monitor_sample)
+_MONITOR_SIZE = (20_000, 200_000)
 # the start of "nonlinks" fits (_two_hop_nmf_start): weight of the two-hop
 # paths, most rounds of alternating least squares and the relative change
 # of the loadings below which they stop
@@ -1943,21 +1946,28 @@ _TWO_HOP_TOL = 1e-3
 def _monitor_sample(store, rng):
     """Fixed pairs on which the ELBO of a complete network is estimated.
 
-    Up to 20,000 of the links (without replacement) and 20,000 uniform
-    non-links (triples i != j that are not links, by rejection), each with
-    its inverse-probability weight (links / sampled links, non-links /
-    sampled non-links): the weighted sum of a pair function over the sample
-    is an unbiased estimate of its sum over all N (N - 1) R pairs. Returns
+    M links (without replacement) and M uniform non-links (triples i != j
+    that are not links, by rejection), each with its inverse-probability
+    weight (links / sampled links, non-links / sampled non-links): the
+    weighted sum of a pair function over the sample is an unbiased estimate
+    of its sum over all N (N - 1) R pairs. M is the number L of links within
+    the bounds ``_MONITOR_SIZE`` (all the links up to the upper bound): the
+    estimate's error moves with the features of the sampled entities, so
+    that a sample much smaller than the network would make the reported
+    ELBO (and the stopping rule that reads it) rise and fall with the
+    sampling noise of the fit rather than with its progress, while a small
+    network's epochs stay cheaper than their monitoring. Returns
     (:class:`_Pairs`, weights).
     """
     N, R, L = store.n_entities, store.n_relations, store.n_rows
-    n_links = min(L, _MONITOR_SIZE)
+    size = int(min(max(L, _MONITOR_SIZE[0]), _MONITOR_SIZE[1]))
+    n_links = min(L, size)
     pick = rng.choice(L, n_links, replace=False) if n_links else np.zeros(0, int)
     n_non_total = N * (N - 1.0) * R - L
     snd, rcv, rel = [], [], []
     found = 0
-    while n_non_total > 0 and found < _MONITOR_SIZE:
-        n = 2 * (_MONITOR_SIZE - found)
+    while n_non_total > 0 and found < size:
+        n = 2 * (size - found)
         s, t = rng.randint(N, size=n), rng.randint(N - 1, size=n)
         t = t + (t >= s)
         r = rng.randint(R, size=n)
@@ -1965,7 +1975,7 @@ def _monitor_sample(store, rng):
         pos = np.minimum(np.searchsorted(store.keys, code), max(L - 1, 0))
         ok = store.keys[pos] != code if L else np.ones(n, bool)
         s, t, r = s[ok], t[ok], r[ok]
-        take = min(s.size, _MONITOR_SIZE - found)
+        take = min(s.size, size - found)
         snd.append(s[:take]), rcv.append(t[:take]), rel.append(r[:take])
         found += take
     n_non = found
