@@ -1955,8 +1955,8 @@ def _monitor_sample(store, rng):
     estimate's error moves with the features of the sampled entities, so
     that a sample much smaller than the network would make the reported
     ELBO (and the stopping rule that reads it) rise and fall with the
-    sampling noise of the fit rather than with its progress, while a small
-    network's epochs stay cheaper than their monitoring. Returns
+    sampling noise of the fit rather than with its progress, while the
+    monitoring of a small network stays cheap beside its epochs. Returns
     (:class:`_Pairs`, weights).
     """
     N, R, L = store.n_entities, store.n_relations, store.n_rows
