@@ -157,6 +157,14 @@ class StoppingRule:
         not improve counts, as in
         :class:`~sklearn.neural_network.MLPClassifier`. Not used for
         held-out values, which may fall for good.
+    standard_error : callable or None, default=None
+        For a training value estimated from a sample of its terms: a
+        function of no argument that returns the standard error of the last
+        value (nats per sample). An iteration then improves only if it
+        beats the best by more than ``max(tol * n_problems, 2 *
+        standard_error())``: a smaller gain is within the estimate's
+        sampling error. None: the value is exact (or its error negligible).
+        Not used for held-out values.
 
     Attributes
     ----------
@@ -170,11 +178,13 @@ class StoppingRule:
     label = "ELBO"
     attribute = "elbo"
 
-    def __init__(self, tol, n_iter_no_change, n_problems=1, plateau_fraction=None):
+    def __init__(self, tol, n_iter_no_change, n_problems=1, plateau_fraction=None,
+                 standard_error=None):
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
         self.n_problems = n_problems
         self.plateau_fraction = plateau_fraction
+        self.standard_error = standard_error
         self._no_change = 0
 
     @property
@@ -192,7 +202,10 @@ class StoppingRule:
         band = np.inf
         if not held_out and self.plateau_fraction is not None:
             band = self.plateau_fraction * abs(best)
-        if value > best + self.tol * self.n_problems or value < best - band:
+        gain = self.tol * self.n_problems
+        if not held_out and self.standard_error is not None:
+            gain = max(gain, 2.0 * self.standard_error())
+        if value > best + gain or value < best - band:
             self._no_change = 0  # improving, or fallen far below: moving
         else:
             self._no_change += 1
@@ -205,6 +218,9 @@ class StoppingRule:
         amount = f"tol={model.tol} nats per sample{per}"
         if model.tol is None:
             amount = f"0 nats per sample{per} (tol=None with early stopping)"
+        if self.standard_error is not None:
+            amount += (f" or twice the standard error of its estimate "
+                       f"({2.0 * self.standard_error():.3g})")
         monitored = f"validation {self.label}" if model.early_stopping else self.label
         return (
             f"{type(model).__name__}: max_iter={model.max_iter} iterations ran and "

@@ -438,3 +438,26 @@ def test_transient_attributes_are_neither_copied_nor_restored(data):
     # the rest is a copy: later training does not change the kept state
     model.m_ += 1.0
     assert state["m_"] == model.m_ - 1.0
+
+
+def test_gains_within_twice_the_standard_error_do_not_count():
+    """A training value estimated from a sample: a gain on the best smaller
+    than twice its standard error is no improvement (the count grows), a
+    larger one is; held-out values and exact values keep the tol rule."""
+    se = {"value": 0.05}
+    rule = StoppingRule(1e-4, 2, standard_error=lambda: se["value"])
+    assert not rule.update(-7.95, -8.0, held_out=False)  # gain 0.05 < 0.1: count 1
+    assert rule.update(-7.91, -8.0, held_out=False)  # gain 0.09 < 0.1: count 2
+    rule = StoppingRule(1e-4, 2, standard_error=lambda: se["value"])
+    assert not rule.update(-7.95, -8.0, held_out=False)
+    assert not rule.update(-7.85, -8.0, held_out=False)  # gain 0.15: count reset
+    assert not rule.update(-7.8, -7.85, held_out=False)  # 0.05 < 0.1: count 1
+    se["value"] = 0.0  # an exact estimate: tol decides
+    assert not rule.update(-7.79, -7.85, held_out=False)  # reset
+    # held-out values ignore the standard error
+    rule = StoppingRule(1e-4, 1, standard_error=lambda: 1.0)
+    assert not rule.update(-7.9, -8.0, held_out=True)
+    # the ConvergenceWarning names the threshold
+    model = ToyGaussianMean(tol=1e-4, n_iter_no_change=2)
+    rule = StoppingRule(1e-4, 2, standard_error=lambda: 0.05)
+    assert "twice the standard error of its estimate (0.1)" in rule.message(model)

@@ -724,7 +724,7 @@ def test_research_settings_are_not_parameters():
         assert name not in params
         with pytest.raises(TypeError):
             LatentFeatureRelational(**{name: 1})
-    assert (_estimator._LEARNING_OFFSET, _estimator._LEARNING_DECAY) == (1.0, 0.55)
+    assert (_estimator._LEARNING_OFFSET, _estimator._LEARNING_DECAY) == (1.0, 0.8)
     assert _estimator._SWEEP_LEARNING_DECAY == 0.3
     assert _estimator._N_ELBO_SAMPLES == 32
     assert _estimator._N_NONLINK_SAMPLES == 50
@@ -838,7 +838,7 @@ def test_auto_alpha_generalizes_on_few_entities_many_relations(seed):
 def test_sweep_schedule_reaches_the_robbins_monro_fit_in_fewer_iterations(
         monkeypatch):
     """The full sweeps' step decay (_SWEEP_LEARNING_DECAY = 0.3) against the
-    Robbins-Monro decay of the stochastic steps (0.55), on the README's kinship
+    Robbins-Monro decay 0.55 (the slowest in its range), on the README's kinship
     relation: fewer iterations to convergence, a training ELBO and held-out
     AUC at least as high (within the Monte Carlo noise of the ELBO)."""
     from sklearn.model_selection import train_test_split

@@ -280,7 +280,7 @@ def test_few_sampled_nonlinks_suffice_with_the_control_variate(monkeypatch):
     """The default _N_NONLINK_SAMPLES against 5 on a 10,000-entity network of
     10 planted features (about 11 links per entity; true-probability AUC
     about 0.90): each sampled non-link stands for about N / m of them, but
-    the control variate carries their exact expected sum, so after 2 epochs
+    the control variate carries their exact expected sum, so after 3 epochs
     from the two-hop start both reach a held-out AUC above 0.85 and 5
     samples lose at most half a point (before the control variate, 20
     samples lost two points against 100)."""
@@ -300,7 +300,7 @@ def test_few_sampled_nonlinks_suffice_with_the_control_variate(monkeypatch):
         monkeypatch.setattr(_estimator, "_N_NONLINK_SAMPLES", m)
         model = LatentFeatureRelational(D, unlisted_pairs="nonlinks", n_entities=N,
                                         n_mc_samples=3,
-                                        max_iter=2, tol=None, random_state=0)
+                                        max_iter=3, tol=None, random_state=0)
         model.fit(X[~held], np.ones(int((~held).sum()), int))
         score = np.r_[model.predict_proba(X[held])[:, 1],
                       model.predict_proba(non)[:, 1]]
@@ -767,3 +767,53 @@ def test_monitor_sample_has_as_many_pairs_as_links_within_bounds(monkeypatch, n_
     estimate = f[~is_link] @ weight[~is_link]
     # sd of the estimate: (number of non-links) * sd(f) / sqrt(M)
     assert abs(estimate - exact_non) < 4 * len(X) * exact.std() / np.sqrt(M)
+
+
+def test_warm_started_epochs_continue_one_fit_exactly():
+    """One-epoch fits with ``warm_start=True`` give the fit of as many epochs
+    at once ("nonlinks"; the parameters to the last bit, the ELBO to
+    rounding): the ELBO's monitoring sample is
+    drawn with the ELBO's own seed (the same pairs at every fit of the model,
+    so consecutive ELBO values differ by the fit's progress only) and
+    draws nothing from the training stream."""
+    X, _ = make_sparse_relational(1500, 3, intercept=-2.5, random_state=0)
+    y = np.ones(len(X), dtype=np.int64)
+    kw = dict(unlisted_pairs="nonlinks", n_entities=1500, tol=None, random_state=0)
+    whole = LatentFeatureRelational(3, max_iter=3, **kw).fit(X, y)
+    warm = LatentFeatureRelational(3, max_iter=1, warm_start=True, **kw)
+    history = []
+    for _ in range(3):
+        history.append(warm.fit(X, y).elbo_)
+    assert_array_equal(warm.latent_features_, whole.latent_features_)
+    assert_allclose(history, whole.elbo_history_, rtol=1e-13)
+    assert_array_equal(warm.weights_, whole.weights_)
+
+
+def test_monitor_standard_error_matches_the_spread_over_samples(monkeypatch):
+    """The standard error of the monitoring estimate (:func:`_stratified_
+    standard_error`, which the stopping rule of "nonlinks" fits reads) is
+    the spread of the estimate over independent monitoring samples, in each
+    stratum: 300 of the 400 links without replacement (the finite population
+    correction halves their error), 300 of the 2,720 non-links with
+    replacement (no correction)."""
+    monkeypatch.setattr(_estimator, "_MONITOR_SIZE", (300, 300))
+    N, R = 40, 2
+    rng = np.random.RandomState(0)
+    X, _ = _complete(N, R, np.zeros((0, 3), dtype=np.int64))
+    links = X[np.sort(rng.choice(len(X), 400, replace=False))]
+    store = _PairStore.build(links, np.ones(len(links)), N, R, True)
+    for link_scale in (10.0, 0.0):  # the links' stratum, then the non-links' alone
+        estimates, errors = [], []
+        for seed in range(1000):
+            pairs, weight = _estimator._monitor_sample(store,
+                                                       np.random.RandomState(seed))
+            f = np.where(pairs.x > 0.5, link_scale, 1.0) * np.sin(
+                pairs.snd + 0.5 * pairs.rcv + 0.25 * pairs.rel)
+            estimates.append(f @ weight)
+            errors.append(_estimator._stratified_standard_error(f, pairs.x, weight))
+        assert np.std(estimates) == pytest.approx(np.mean(errors), rel=0.05)
+    # every link in the sample: the link stratum adds no error
+    monkeypatch.setattr(_estimator, "_MONITOR_SIZE", (500, 500))
+    pairs, weight = _estimator._monitor_sample(store, np.random.RandomState(0))
+    f = np.where(pairs.x > 0.5, 1.0, 0.0) * pairs.snd
+    assert _estimator._stratified_standard_error(f, pairs.x, weight) == 0.0

@@ -55,9 +55,15 @@ _AUTO_PAIRS_PER_WEIGHT = 10.0
 # full one) and decay _SWEEP_LEARNING_DECAY; for stochastic steps (an
 # entity's t-th visit for its logits, step t for the weights) with offset
 # _STOCHASTIC_OFFSET and the Robbins-Monro decay _LEARNING_DECAY: a decay in
-# (0.5, 1] gives sum r_t = inf and sum r_t^2 < inf.
+# (0.5, 1] gives sum r_t = inf and sum r_t^2 < inf. With the offset of 20
+# visits, a decay of 0.55 hardly shrinks the steps over the tens of epochs a
+# large network is trained for (the 12th visit's step is 0.77 times the
+# first's), so the sampled non-links' noise kept moving the features: on
+# 100,000 entities the ELBO and held-out AUC fell and recovered from epoch
+# to epoch. At 0.8 (0.69 times the first's at the 12th visit, and falling
+# faster after) the fit settles (bench_relational.py --sections sparse).
 _LEARNING_OFFSET = 1.0
-_LEARNING_DECAY = 0.55
+_LEARNING_DECAY = 0.8
 # Offset of the stochastic steps (an entity's logits at its t-th visit, the
 # weights at step t): the first visit moves the logits a share
 # _STOCHASTIC_OFFSET ** -_LEARNING_DECAY of the way to their Monte Carlo
@@ -284,6 +290,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         by more than ``tol`` for ``n_iter_no_change`` consecutive iterations.
         With full sweeps an iteration more than 10% (of its magnitude) below
         the best restarts the count: such a run is moving, not converged.
+        With "nonlinks" (an ELBO estimated on a sample of the pairs) a gain
+        within twice the estimate's standard error does not count either.
         None: no convergence test, every run takes ``max_iter`` iterations.
     n_iter_no_change : int, default=10
         Patience of the ``tol`` rule.
@@ -403,6 +411,13 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
 
     _structural_params = ("n_components", "weights")
     _row_unit = "pair"  # one row of X is a pair of entities
+
+    def _value_units(self, value, rule):
+        text = super()._value_units(value, rule)
+        if self.unlisted_pairs == "nonlinks" and hasattr(self, "_monitor_se"):
+            # per listed pair (a link), estimated on the monitoring sample
+            text += f" (standard error {self._monitor_se:.4f})"
+        return text
 
     _parameter_constraints: dict = {
         **FIT_LOOP_CONSTRAINTS,
@@ -1055,7 +1070,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             for start in range(0, centers.size, B):
                 self._stochastic_step(store, np.sort(centers[start : start + B]), rng)
             self._set_public()
-            return self._stochastic_elbo(store, rng)
+            return self._stochastic_elbo(store)
         pairs = self._pairs(X, y)
         N, D = self._logits.shape
         logit_rho = float(logit(self.feature_prior))
@@ -1452,9 +1467,17 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             if self._newton_weights(system, 1.0) < 1e-4:
                 break
 
-    def _stochastic_elbo(self, store, rng):
+    def _stochastic_elbo(self, store):
         """ELBO per listed row: exact over the listed pairs ("unobserved"),
-        estimated on the monitoring sample ("nonlinks")."""
+        estimated on the monitoring sample ("nonlinks").
+
+        The monitoring sample is drawn with the seed of the ELBO's common
+        random numbers, not from the training stream: the same pairs for
+        the same data at every fit of the model (a warm start included),
+        so that consecutive values of ``elbo_history_`` differ by the fit's
+        progress, not by a new sample, and monitoring leaves the training
+        steps' random numbers as they would be without it.
+        """
         if not store.nonlinks:
             if getattr(store, "pairs", None) is None:  # keys built once
                 store.pairs = _Pairs(
@@ -1462,11 +1485,16 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
                 )
             return self._elbo_pairs(store.pairs)
         if getattr(store, "monitor", None) is None:  # once per set of pairs
-            store.monitor = _monitor_sample(store, rng)
+            store.monitor = _monitor_sample(
+                store, np.random.RandomState(self._elbo_seed)
+            )
         pairs, weight = store.monitor
-        return self._elbo_pairs(pairs, weight=weight, n_rows=max(store.n_rows, 1))
+        n_rows = max(store.n_rows, 1)
+        terms = self._pair_terms(pairs)
+        self._monitor_se = _stratified_standard_error(terms, pairs.x, weight) / n_rows
+        return self._elbo_pairs(pairs, weight=weight, n_rows=n_rows, terms=terms)
 
-    def _elbo_pairs(self, pairs, q=None, weight=None, n_rows=None):
+    def _elbo_pairs(self, pairs, q=None, weight=None, n_rows=None, terms=None):
         """True ELBO per pair of validated pairs (q: features incl. a prior row).
 
         ``weight``: inverse-probability weights of sampled pairs, and
@@ -1474,9 +1502,24 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         every pair weight 1, the expected log-likelihood divided by the
         number of pairs and the KL of the features by the number of training
         rows, so that the value does not depend on how many pairs are scored).
+        ``terms``: the pairs' expected log-likelihoods if already computed
+        (:meth:`_pair_terms`).
         """
         q_fit = expit(self._logits)
-        q = q_fit if q is None else q
+        out = self._pair_terms(pairs, q) if terms is None else terms
+        kl = _kernels.kl_features(q_fit, self.feature_prior)
+        total = out.sum() if weight is None else out @ weight
+        if n_rows is not None:
+            return float((total - kl) / n_rows)
+        # the KL term charged per training row, whatever the number of pairs
+        # scored: held-out pairs (early stopping) weigh it as training does
+        n_train = self._n_train_rows
+        return float(total / pairs.x.size - kl / n_train)
+
+    def _pair_terms(self, pairs, q=None):
+        """Expected log-likelihood of each pair (nats), Monte Carlo with the
+        ELBO's common random numbers (q: features incl. a prior row)."""
+        q = expit(self._logits) if q is None else q
         out = np.empty(pairs.x.size)
         _kernels.expected_pair_log_likelihood(
             pairs.snd,
@@ -1492,19 +1535,12 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             _N_ELBO_SAMPLES,
             out,
         )
-        kl = _kernels.kl_features(q_fit, self.feature_prior)
-        total = out.sum() if weight is None else out @ weight
-        if n_rows is not None:
-            return float((total - kl) / n_rows)
-        # the KL term charged per training row, whatever the number of pairs
-        # scored: held-out pairs (early stopping) weigh it as training does
-        n_train = self._n_train_rows
-        return float(total / pairs.x.size - kl / n_train)
+        return out
 
     def _elbo_per_sample(self, X, y):
         store = getattr(self, "_store", None)
         if self._stochastic and store is not None and store.source is X:
-            return self._stochastic_elbo(store, self.random_state_)
+            return self._stochastic_elbo(store)
         N = self._logits.shape[0]
         if X[:, :2].max() < N:
             return self._elbo_pairs(self._pairs(X, y))
@@ -1534,9 +1570,16 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         # every relation, "mcvi" and "score"): a fall further than
         # _PLATEAU_FRACTION of it restarts the patience. Stochastic steps
         # fluctuate more: there every non-improving iteration counts.
+        # With "nonlinks" the ELBO is estimated on the monitoring sample: a
+        # gain within twice its standard error does not count.
+        se = None
+        if self.unlisted_pairs == "nonlinks":
+            def se():
+                return getattr(self, "_monitor_se", 0.0)
         return StoppingRule(
             self._stopping_tol(), self.n_iter_no_change,
-            plateau_fraction=None if self._stochastic else _PLATEAU_FRACTION)
+            plateau_fraction=None if self._stochastic else _PLATEAU_FRACTION,
+            standard_error=se)
 
     # caches of the training rows, rebuilt on demand: not part of the state
     # kept for the best run or iteration
@@ -1941,6 +1984,28 @@ _MONITOR_SIZE = (20_000, 200_000)
 _TWO_HOP_WEIGHT = 0.1
 _TWO_HOP_ITERATIONS = 100
 _TWO_HOP_TOL = 1e-3
+
+
+def _stratified_standard_error(terms, is_link, weight):
+    """Standard error of ``terms @ weight``, the estimate of a total over all
+    pairs from the monitoring sample (:func:`_monitor_sample`).
+
+    Two strata, each weighted by (stratum size) / (sampled): the links,
+    drawn uniformly without replacement, and the non-links, drawn uniformly
+    with replacement. The variance is ``sum_h N_h^2 f_h s_h^2 / n_h`` with
+    n_h pairs sampled out of N_h, s_h^2 the sample variance of their terms
+    and f_h = 1 - n_h / N_h for the links (the finite population
+    correction: 0 when every link is in the sample), 1 for the non-links.
+    """
+    var = 0.0
+    for sel, replace in ((is_link > 0.5, False), (is_link < 0.5, True)):
+        n = int(sel.sum())
+        if n < 2:
+            continue
+        size = float(weight[sel].sum())  # N_h
+        fpc = 1.0 if replace else max(1.0 - n / size, 0.0)
+        var += size**2 * fpc * terms[sel].var(ddof=1) / n
+    return float(np.sqrt(var))
 
 
 def _monitor_sample(store, rng):
