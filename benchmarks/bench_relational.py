@@ -339,12 +339,34 @@ def speed(args):
     return {"rows": rows}
 
 
+def _intercept_for_degree(N, D, density=0.1):
+    """The intercept b of ``make_sparse_relational(N, D)`` that gives its
+    entities the expected out-degree of the default network (N = 100,000,
+    b = -4.3: about 10.8 links per entity): with k ~ Binomial(D, density^2)
+    features shared, sum_k P(k) Phi(b + k) (N - 1) = that degree. -4.3 at
+    N = 100,000."""
+    from scipy.optimize import brentq
+    from scipy.special import ndtr
+    from scipy.stats import binom
+
+    k = np.arange(D + 1)
+    share = binom.pmf(k, D, density**2)
+
+    def degree(b, n):
+        return (n - 1) * float(share @ ndtr(b + k))
+
+    if N == 100_000 and D == 10:
+        return -4.3
+    target = degree(-4.3, 100_000)
+    return float(brentq(lambda b: degree(b, N) - target, -12.0, 0.0))
+
+
 def sparse(args):
     """Stochastic training on a 100,000-entity sparse network (links only)."""
     import resource
 
     from scipy.optimize import linear_sum_assignment
-    from scipy.special import ndtr, ndtri
+    from scipy.special import ndtr
     from sklearn.metrics import roc_auc_score
 
     from skbinvi import LatentFeatureRelational
@@ -352,9 +374,7 @@ def sparse(args):
 
     N = 10_000 if args.quick else args.n_entities
     D = args.n_components
-    # the default intercept gives ~10 links per entity at N = 100,000; keep
-    # the expected degree when N changes
-    intercept = float(ndtri(ndtr(-4.3) * 100_000 / N))
+    intercept = _intercept_for_degree(N, D)
     tic = time.perf_counter()
     X, truth = make_sparse_relational(N, D, intercept=intercept, random_state=0)
     generate = time.perf_counter() - tic
@@ -770,7 +790,9 @@ def main(argv=None):
     parser.add_argument("--n-components", type=int, default=10)
     parser.add_argument("--max-iter", type=int, default=60)
     parser.add_argument("--n-mc-samples", type=int, default=5)
-    parser.add_argument("--n-entities", type=int, default=100_000)
+    parser.add_argument("--n-entities", type=int, default=100_000,
+                        help="sparse: entities (the intercept keeps the expected "
+                        "degree of the 100,000-entity network, about 10.8)")
     parser.add_argument("--n-nonlink-samples", type=int, default=None,
                         help="private _N_NONLINK_SAMPLES (sampled non-links "
                         "per entity and role; default: the estimator's)")

@@ -223,3 +223,29 @@ def test_ttq_worker_counts_the_causes_on_in_ten_training_documents(bench):
     assert np.isfinite(res["test_elbo"])
     lda = bench.work_ttq(dict(cfg, method="lda", params={}))
     assert lda["causes_on_in_10_docs"] is None
+
+
+def test_sparse_network_intercept_keeps_the_expected_degree():
+    """``bench_relational.py --sections sparse --n-entities N`` picks the
+    intercept that keeps the default network's expected out-degree: -4.3 at
+    100,000 entities, and at other sizes the networks that
+    ``make_sparse_relational`` draws have that mean degree."""
+    import numpy as np
+
+    from skbinvi.datasets import make_sparse_relational
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import bench_relational
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    assert bench_relational._intercept_for_degree(100_000, 10) == -4.3
+    b = bench_relational._intercept_for_degree(20_000, 10)
+    assert b > -4.3  # fewer partners: each pair more likely
+    degrees = [len(make_sparse_relational(20_000, 10, intercept=b,
+                                          random_state=seed)[0]) / 20_000
+               for seed in range(10)]
+    # about 10.8 links per entity, as the default network (the degree of one
+    # network varies by about 0.25 with its planted features: the mean of
+    # 10 by about 0.08)
+    assert np.mean(degrees) == pytest.approx(10.8, abs=0.3)
