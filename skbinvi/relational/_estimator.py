@@ -1506,7 +1506,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         (:meth:`_pair_terms`).
         """
         q_fit = expit(self._logits)
-        out = self._pair_terms(pairs, q) if terms is None else terms
+        if terms is None:
+            terms = self._pair_terms(pairs, q_fit if q is None else q)
+        out = terms
         kl = _kernels.kl_features(q_fit, self.feature_prior)
         total = out.sum() if weight is None else out @ weight
         if n_rows is not None:
@@ -1575,7 +1577,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         se = None
         if self.unlisted_pairs == "nonlinks":
             def se():
-                return getattr(self, "_monitor_se", 0.0)
+                return self._monitor_se  # set with each ELBO estimate
         return StoppingRule(
             self._stopping_tol(), self.n_iter_no_change,
             plateau_fraction=None if self._stochastic else _PLATEAU_FRACTION,
