@@ -161,10 +161,16 @@ class StoppingRule:
         For a training value estimated from a sample of its terms: a
         function of no argument that returns the standard error of the last
         value (nats per sample). An iteration then improves only if it
-        beats the best by more than ``max(tol * n_problems, 2 *
-        standard_error())``: a smaller gain is within the estimate's
-        sampling error. None: the value is exact (or its error negligible).
-        Not used for held-out values.
+        beats the best by more than ``max(tol * n_problems *
+        units_per_sample, 2 * standard_error())``: a smaller gain is within
+        the estimate's sampling error. None: the value is exact (or its
+        error negligible). Not used for held-out values.
+    unit : str, default="sample"
+        What ``tol`` is counted per (``tol`` nats per ``unit``).
+    units_per_sample : float, default=1.0
+        Units in one sample, on average: a gain of ``tol`` nats per unit is
+        ``tol * units_per_sample`` nats per sample (the relational model
+        counts ``tol`` per link, and a pair is ``links / pairs`` links).
 
     Attributes
     ----------
@@ -179,12 +185,14 @@ class StoppingRule:
     attribute = "elbo"
 
     def __init__(self, tol, n_iter_no_change, n_problems=1, plateau_fraction=None,
-                 standard_error=None):
+                 standard_error=None, unit="sample", units_per_sample=1.0):
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
         self.n_problems = n_problems
         self.plateau_fraction = plateau_fraction
         self.standard_error = standard_error
+        self.unit = unit
+        self.units_per_sample = units_per_sample
         self._no_change = 0
 
     @property
@@ -202,7 +210,7 @@ class StoppingRule:
         band = np.inf
         if not held_out and self.plateau_fraction is not None:
             band = self.plateau_fraction * abs(best)
-        gain = self.tol * self.n_problems
+        gain = self.tol * self.n_problems * self.units_per_sample
         if not held_out and self.standard_error is not None:
             gain = max(gain, 2.0 * self.standard_error())
         if value > best + gain or value < best - band:
@@ -215,7 +223,10 @@ class StoppingRule:
         """The text of the ConvergenceWarning of a run that reached max_iter."""
         per = ("" if self.n_problems == 1
                else f" per problem (the {self.label} sums {self.n_problems})")
-        amount = f"tol={model.tol} nats per sample{per}"
+        amount = f"tol={model.tol} nats per {self.unit}{per}"
+        if self.units_per_sample != 1.0 and self.tol:
+            amount += (f" ({self.tol * self.units_per_sample:.3g} nats per sample "
+                       f"at {self.units_per_sample:.3g} {self.unit}s per sample)")
         if model.tol is None:
             amount = f"0 nats per sample{per} (tol=None with early stopping)"
         if self.standard_error is not None:

@@ -461,3 +461,19 @@ def test_gains_within_twice_the_standard_error_do_not_count():
     model = ToyGaussianMean(tol=1e-4, n_iter_no_change=2)
     rule = StoppingRule(1e-4, 2, standard_error=lambda: 0.05)
     assert "twice the standard error of its estimate (0.1)" in rule.message(model)
+
+
+def test_tol_counted_per_unit_scales_the_gain_per_sample():
+    """``tol`` nats per unit with ``units_per_sample`` units in a sample: a
+    gain per sample counts only above ``tol * units_per_sample`` (the
+    relational model's tol per link on values per pair); the warning gives
+    both."""
+    rule = StoppingRule(2e-3, 1, unit="link", units_per_sample=0.05)  # 1e-4
+    assert rule.update(-1.0 + 0.9e-4, -1.0, held_out=False)  # below: converged
+    rule = StoppingRule(2e-3, 1, unit="link", units_per_sample=0.05)
+    assert not rule.update(-1.0 + 1.1e-4, -1.0, held_out=False)  # above: improving
+    # the same gain counts under tol per sample
+    assert StoppingRule(2e-3, 1).update(-1.0 + 1.1e-4, -1.0, held_out=False)
+    model = ToyGaussianMean(tol=2e-3, n_iter_no_change=1)
+    message = StoppingRule(2e-3, 1, unit="link", units_per_sample=0.05).message(model)
+    assert "tol=0.002 nats per link (0.0001 nats per sample at 0.05 links" in message

@@ -796,25 +796,34 @@ def test_auto_alpha_is_one_with_enough_pairs_per_weight(synthetic):
 
 @pytest.mark.parametrize("weights", ["full", "diagonal"])
 def test_auto_alpha_scales_with_weights_per_pair(weights):
-    """Below 10 pairs per weight, alpha_ = 10 F / (pairs per relation), F the
-    weights per relation (D^2 full, D diagonal); a number is kept as given;
-    with "nonlinks" every one of the N (N - 1) pairs of a relation counts."""
+    """Below 10 pairs or 1 link per weight, alpha_ = max(10 F / (pairs per
+    relation), F / (links per relation)), F the weights per relation (D^2
+    full, D diagonal); a number is kept as given; with "nonlinks" every one
+    of the N (N - 1) pairs of a relation counts."""
     X, y, test = _few_entities_many_relations(0)
     D = 10
     F = D * D if weights == "full" else D
     model = LatentFeatureRelational(D, weights=weights, max_iter=2, tol=0,
                                     random_state=0).fit(X[~test], y[~test])
     per_relation = (~test).sum() / 30
-    assert model.alpha_ == pytest.approx(max(1.0, 10 * F / per_relation))
+    links = y[~test].sum() / 30
+    assert model.alpha_ == pytest.approx(max(1.0, 10 * F / per_relation, F / links))
     if weights == "full":
         assert model.alpha_ > 5
     fixed = clone(model).set_params(alpha=0.3).fit(X[~test], y[~test])
     assert fixed.alpha_ == 0.3
-    links = X[y == 1]
+    # a sparse relation: its few links set the ridge
+    sparse = (X[:, 2] == 0) & ~test
+    keep = sparse & ((y == 1) | (np.arange(len(y)) % 2 == 0))
+    one = clone(model).fit(X[keep], y[keep])
+    assert one.alpha_ == pytest.approx(
+        max(1.0, 10 * F / keep.sum(), F / max(y[keep].sum(), 1)))
+    listed = X[y == 1]
     nonlinks = LatentFeatureRelational(
         D, weights=weights, unlisted_pairs="nonlinks", n_entities=14, max_iter=1,
-        tol=0, random_state=0).fit(links, np.ones(len(links), int))
-    assert nonlinks.alpha_ == pytest.approx(max(1.0, 10 * F / (14 * 13)))
+        tol=0, random_state=0).fit(listed, np.ones(len(listed), int))
+    assert nonlinks.alpha_ == pytest.approx(
+        max(1.0, 10 * F / (14 * 13), F / (len(listed) / 30)))
 
 
 @pytest.mark.parametrize("seed", [0, 1])

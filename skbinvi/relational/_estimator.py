@@ -45,6 +45,10 @@ _PLATEAU_FRACTION = 0.1
 # training pairs per relation (pairs per relation / weights per relation),
 # and grows as 1 / (pairs per weight) below (see _auto_alpha)
 _AUTO_PAIRS_PER_WEIGHT = 10.0
+# ... and while every weight has at least this many training links per
+# relation: a sparse relation's few links, not its many easy non-links,
+# carry what the weights learn (see _auto_alpha)
+_AUTO_LINKS_PER_WEIGHT = 1.0
 
 # Advanced settings (User Guide, "Advanced settings"). Module constants, read
 # at every fit, partial_fit and scoring call: tests patch them with
@@ -252,10 +256,12 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         weight (entries of W_r), a ridge penalty; the biases b_r are not
         penalized. "auto": 1 while the mean number of training pairs per
         relation is at least 10 times the number of weights per relation
-        (D^2 for full W, D for diagonal), ``10 * weights / pairs`` below
-        that (``alpha_``): few entities with many relations, where every
-        weight of W_r rests on a few pairs, get a stronger ridge.
-        Tune it with ``n_components`` by cross-validation.
+        (D^2 for full W, D for diagonal) and the mean number of training
+        links per relation at least that number, ``max(10 * weights /
+        pairs, weights / links)`` below (``alpha_``): few entities with
+        many relations, where every weight of W_r rests on a few pairs, and
+        sparse relations, where it rests on a few links, get a stronger
+        ridge. Tune it with ``n_components`` by cross-validation.
     n_mc_samples : int, default=10
         "mcvi" and "score": joint samples of q per iteration (or stochastic
         step). The variance of a step falls as 1 / ``n_mc_samples``; the cost
@@ -285,12 +291,16 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     max_iter : int, default=300
         Maximum number of iterations (a sweep, or an epoch of stochastic
         steps).
-    tol : float >= 0 or None, default=1e-4
-        Stop when the true ELBO (nats per pair) has not improved on its best
-        by more than ``tol`` for ``n_iter_no_change`` consecutive iterations.
-        With full sweeps an iteration more than 10% (of its magnitude) below
-        the best restarts the count: such a run is moving, not converged.
-        With "nonlinks" (an ELBO estimated on a sample of the pairs) a gain
+    tol : float >= 0 or None, default=2e-3
+        Stop when the true ELBO has not improved on its best by more than
+        ``tol`` nats per training link for ``n_iter_no_change`` consecutive
+        iterations: ``tol`` times (links / pairs) per pair, the unit of
+        ``elbo_`` (per link with "nonlinks"). Counted per link, the rule
+        does not stop early on a network whose rare links leave its ELBO
+        per pair nearly flat while the links' part still rises. With full
+        sweeps an iteration more than 10% (of its magnitude) below the best
+        restarts the count: such a run is moving, not converged. With
+        "nonlinks" (an ELBO estimated on a sample of the pairs) a gain
         within twice the estimate's standard error does not count either.
         None: no convergence test, every run takes ``max_iter`` iterations.
     n_iter_no_change : int, default=10
@@ -451,7 +461,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         unlisted_pairs="unobserved",
         batch_size="auto",
         max_iter=300,
-        tol=1e-4,
+        tol=2e-3,
         n_iter_no_change=10,
         n_init=1,
         warm_start=False,
@@ -686,33 +696,42 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         self._record_relations(triples[:, 2], n_relations, reset=not warm)
         self.n_entities_ = n_entities
         self.n_relations_ = n_relations
-        self.alpha_ = self._auto_alpha(triples.shape[0])
+        self.alpha_ = self._auto_alpha(triples.shape[0], float(x.sum()))
+        self._links_per_pair = max(float(x.sum()), 1.0) / x.size
         self._cache = {}
         self._store = None
         return self._fit_loop(triples, x)
 
-    def _auto_alpha(self, n_rows):
-        """The ridge precision of a fit on ``n_rows`` listed pairs.
+    def _auto_alpha(self, n_rows, n_links):
+        """The ridge precision of a fit on ``n_rows`` listed pairs with
+        ``n_links`` links among them.
 
-        ``alpha`` if it is a number. "auto": ``max(1, c F / n)`` with F the
-        weights per relation (D^2, or D for diagonal W), n the mean training
-        pairs per relation trained on (``n_entities_ (n_entities_ - 1)``
-        with "nonlinks", every pair being observed) and c =
-        ``_AUTO_PAIRS_PER_WEIGHT``. So 1 (the fit is that of ``alpha=1``)
-        while every weight has c pairs or more; below that the weights
-        would fit the noise of a handful of pairs each (a global model of
-        14 entities and 55 relations has 146 pairs per relation in training
-        for 100 weights each), and the ridge grows in proportion.
+        ``alpha`` if it is a number. "auto": ``max(1, c F / n, c_l F / l)``
+        with F the weights per relation (D^2, or D for diagonal W), n and l
+        the mean training pairs and links per relation trained on (n =
+        ``n_entities_ (n_entities_ - 1)`` with "nonlinks", every pair being
+        observed), c = ``_AUTO_PAIRS_PER_WEIGHT`` and c_l =
+        ``_AUTO_LINKS_PER_WEIGHT``. So 1 (the fit is that of ``alpha=1``)
+        while every weight has c pairs and c_l links or more; below that the
+        weights would fit the noise of a handful of pairs each (a global
+        model of 14 entities and 55 relations has 146 pairs per relation in
+        training for 100 weights each), or the few links of a sparse
+        relation (a relation of 3 links among 14,000 pairs: the far
+        non-links say little about W, the links everything), and the ridge
+        grows in proportion.
         """
         if self.alpha != "auto":
             return float(self.alpha)
         D = int(self.n_components)
         F = D if self._diag else D * D
+        n_trained = max(int(self._trained_relations().sum()), 1)
         if self.unlisted_pairs == "nonlinks":
             per_relation = self.n_entities_ * (self.n_entities_ - 1.0)
         else:
-            per_relation = n_rows / max(int(self._trained_relations().sum()), 1)
-        return float(max(1.0, _AUTO_PAIRS_PER_WEIGHT * F / max(per_relation, 1.0)))
+            per_relation = n_rows / n_trained
+        links = max(n_links / n_trained, 1.0)
+        return float(max(1.0, _AUTO_PAIRS_PER_WEIGHT * F / max(per_relation, 1.0),
+                         _AUTO_LINKS_PER_WEIGHT * F / links))
 
     def _sizes(self, triples):
         """(number of entities, number of relations) of validated triples."""
@@ -871,7 +890,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         )
         store.source = triples
         self._store = store
-        self.alpha_ = self._auto_alpha(store.n_rows)
+        self.alpha_ = self._auto_alpha(store.n_rows, float(store.x.sum()))
+        self._links_per_pair = max(float(store.x.sum()), 1.0) / max(store.n_rows, 1)
         self._partial_fit_iteration(triples, x)
         # the iteration's value is the ELBO of the pairs seen so far, at the
         # state it leaves
@@ -1578,10 +1598,15 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         if self.unlisted_pairs == "nonlinks":
             def se():
                 return self._monitor_se  # set with each ELBO estimate
+        # tol is counted per link: the ELBO per pair of a network with rare
+        # links moves little per pair while its links' part still rises
+        # (with "nonlinks" the ELBO is already per link)
+        per_link = 1.0 if self.unlisted_pairs == "nonlinks" else getattr(
+            self, "_links_per_pair", 1.0)
         return StoppingRule(
             self._stopping_tol(), self.n_iter_no_change,
             plateau_fraction=None if self._stochastic else _PLATEAU_FRACTION,
-            standard_error=se)
+            standard_error=se, unit="link", units_per_sample=per_link)
 
     # caches of the training rows, rebuilt on demand: not part of the state
     # kept for the best run or iteration
