@@ -812,7 +812,7 @@ def test_auto_alpha_scales_with_weights_per_pair(weights):
         assert model.alpha_ > 5
     fixed = clone(model).set_params(alpha=0.3).fit(X[~test], y[~test])
     assert fixed.alpha_ == 0.3
-    # a sparse relation: its few links set the ridge
+    # one relation of the set, fitted alone
     sparse = (X[:, 2] == 0) & ~test
     keep = sparse & ((y == 1) | (np.arange(len(y)) % 2 == 0))
     one = clone(model).fit(X[keep], y[keep])
@@ -824,6 +824,24 @@ def test_auto_alpha_scales_with_weights_per_pair(weights):
         tol=0, random_state=0).fit(listed, np.ones(len(listed), int))
     assert nonlinks.alpha_ == pytest.approx(
         max(1.0, 10 * F / (14 * 13), F / (len(listed) / 30)))
+
+
+@pytest.mark.parametrize("weights", ["full", "diagonal"])
+def test_auto_alpha_counts_the_links_of_a_sparse_relation(weights):
+    """A relation with many pairs but fewer links than weights: the link term
+    F / links sets alpha_ (the pair term 10 F / pairs stays below it)."""
+    N, D, n_links = 40, 10, 5
+    i, j = np.meshgrid(np.arange(N), np.arange(N), indexing="ij")
+    keep = (i != j).ravel()
+    X = np.column_stack([i.ravel(), j.ravel()])[keep]
+    y = np.zeros(len(X), int)
+    y[np.random.RandomState(0).choice(len(X), n_links, replace=False)] = 1
+    F = D * D if weights == "full" else D
+    model = LatentFeatureRelational(D, weights=weights, max_iter=2, tol=0,
+                                    random_state=0).fit(X, y)
+    assert 10 * F / len(X) < F / n_links
+    assert model.alpha_ == pytest.approx(max(1.0, F / n_links))
+    assert model.alpha_ > 1.0
 
 
 @pytest.mark.parametrize("seed", [0, 1])
