@@ -696,8 +696,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         self._record_relations(triples[:, 2], n_relations, reset=not warm)
         self.n_entities_ = n_entities
         self.n_relations_ = n_relations
-        self.alpha_ = self._auto_alpha(triples.shape[0], float(x.sum()))
-        self._links_per_pair = max(float(x.sum()), 1.0) / x.size
+        n_links = float(x.sum())
+        self.alpha_ = self._auto_alpha(triples.shape[0], n_links)
+        self._links_per_pair = max(n_links, 1.0) / x.size
         self._cache = {}
         self._store = None
         return self._fit_loop(triples, x)
@@ -890,8 +891,9 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         )
         store.source = triples
         self._store = store
-        self.alpha_ = self._auto_alpha(store.n_rows, float(store.x.sum()))
-        self._links_per_pair = max(float(store.x.sum()), 1.0) / max(store.n_rows, 1)
+        n_links = float(store.x.sum())
+        self.alpha_ = self._auto_alpha(store.n_rows, n_links)
+        self._links_per_pair = max(n_links, 1.0) / max(store.n_rows, 1)
         self._partial_fit_iteration(triples, x)
         # the iteration's value is the ELBO of the pairs seen so far, at the
         # state it leaves
