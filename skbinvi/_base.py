@@ -151,10 +151,14 @@ class StoppingRule:
         How many independent problems the monitored value sums; ``tol``
         applies to each.
     plateau_fraction : float or None, default=None
-        A training value more than this fraction of ``|best|`` below the
-        best resets the count: the run is still moving (a transient fall it
-        may recover from), not converged. None: every iteration that does
-        not improve counts, as in
+        A training value that has fallen below the best by more than this
+        fraction of ``|best|``, and below the run's first value, resets the
+        count: the run is still moving (a transient fall it may recover
+        from), not converged. (A value that wanders below its best but not
+        below where the run started is the plateau's noise: the count goes
+        on. Near an ELBO of 0, as for a relation of a handful of links among
+        many pairs, a fraction of ``|best|`` is smaller than that noise.)
+        None: every iteration that does not improve counts, as in
         :class:`~sklearn.neural_network.MLPClassifier`. Not used for
         held-out values, which may fall for good.
     standard_error : callable or None, default=None
@@ -194,6 +198,7 @@ class StoppingRule:
         self.unit = unit
         self.units_per_sample = units_per_sample
         self._no_change = 0
+        self._first = None  # the run's first value
 
     @property
     def ends_early(self):
@@ -207,9 +212,11 @@ class StoppingRule:
         """
         if self.tol is None:
             return False
+        if self._first is None:
+            self._first = value
         band = np.inf
-        if not held_out and self.plateau_fraction is not None:
-            band = self.plateau_fraction * abs(best)
+        if not held_out and self.plateau_fraction is not None and np.isfinite(best):
+            band = max(self.plateau_fraction * abs(best), best - self._first)
         gain = self.tol * self.n_problems * self.units_per_sample
         if not held_out and self.standard_error is not None:
             gain = max(gain, 2.0 * self.standard_error())

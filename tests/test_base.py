@@ -477,3 +477,28 @@ def test_tol_counted_per_unit_scales_the_gain_per_sample():
     model = ToyGaussianMean(tol=2e-3, n_iter_no_change=1)
     message = StoppingRule(2e-3, 1, unit="link", units_per_sample=0.05).message(model)
     assert "tol=0.002 nats per link (0.0001 nats per sample at 0.05 links" in message
+
+
+def test_a_wander_above_the_first_value_is_the_plateau():
+    """The plateau band: a value below the best by more than the fraction of
+    ``|best|`` but not below the run's first value counts as no change (the
+    noise of a plateau whose ELBO is near 0); a fall below the first value
+    and beyond the fraction restarts the count."""
+    # first -0.015, best -0.0027 (the ELBO per pair of a relation of two
+    # links): a wander to -0.006 is 120% of |best| below it
+    rule = StoppingRule(1e-6, 2, plateau_fraction=0.1)
+    assert not rule.update(-0.015, -np.inf, held_out=False)
+    assert not rule.update(-0.0027, -0.015, held_out=False)
+    assert not rule.update(-0.006, -0.0027, held_out=False)  # count 1
+    assert rule.update(-0.005, -0.0027, held_out=False)  # count 2: converged
+    # the same values with a fall below the first value in between
+    rule = StoppingRule(1e-6, 2, plateau_fraction=0.1)
+    for value, best in ((-0.015, -np.inf), (-0.0027, -0.015), (-0.006, -0.0027)):
+        rule.update(value, best, held_out=False)
+    assert not rule.update(-0.02, -0.0027, held_out=False)  # fallen: count reset
+    assert not rule.update(-0.005, -0.0027, held_out=False)  # count 1
+    assert rule.update(-0.005, -0.0027, held_out=False)
+    # a run that has barely moved keeps the fraction of |best| as its band
+    rule = StoppingRule(1e-6, 1, plateau_fraction=0.1)
+    rule.update(-1.0, -np.inf, held_out=False)
+    assert not rule.update(-1.2, -0.99, held_out=False)  # 20% below: reset
