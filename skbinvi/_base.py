@@ -130,6 +130,11 @@ _LOOP_ATTRIBUTES = (
 )
 
 
+# share of a run's progress (best minus first value) that a fall must exceed,
+# besides plateau_fraction of |best|, to restart the patience (StoppingRule)
+_PROGRESS_FRACTION = 0.25
+
+
 class StoppingRule:
     """What the fit loop monitors and when a run ends: the ``tol`` rule.
 
@@ -152,12 +157,13 @@ class StoppingRule:
         applies to each.
     plateau_fraction : float or None, default=None
         A training value that has fallen below the best by more than this
-        fraction of ``|best|``, and below the run's first value, resets the
-        count: the run is still moving (a transient fall it may recover
-        from), not converged. (A value that wanders below its best but not
-        below where the run started is the plateau's noise: the count goes
-        on. Near an ELBO of 0, as for a relation of a handful of links among
-        many pairs, a fraction of ``|best|`` is smaller than that noise.)
+        fraction of ``|best|``, and by more than a quarter of the run's
+        progress (best minus first value), resets the count: the run is
+        still moving (a transient fall it may recover from), not converged.
+        A smaller fall is the plateau's noise and the count goes on: near an
+        ELBO of 0, as for a relation of a handful of links among many pairs,
+        a fraction of ``|best|`` is smaller than the wander of Monte Carlo
+        steps, which the run's progress is not.
         None: every iteration that does not improve counts, as in
         :class:`~sklearn.neural_network.MLPClassifier`. Not used for
         held-out values, which may fall for good.
@@ -216,7 +222,8 @@ class StoppingRule:
             self._first = value
         band = np.inf
         if not held_out and self.plateau_fraction is not None and np.isfinite(best):
-            band = max(self.plateau_fraction * abs(best), best - self._first)
+            band = max(self.plateau_fraction * abs(best),
+                       _PROGRESS_FRACTION * (best - self._first))
         gain = self.tol * self.n_problems * self.units_per_sample
         if not held_out and self.standard_error is not None:
             gain = max(gain, 2.0 * self.standard_error())

@@ -479,26 +479,48 @@ def test_tol_counted_per_unit_scales_the_gain_per_sample():
     assert "tol=0.002 nats per link (0.0001 nats per sample at 0.05 links" in message
 
 
-def test_a_wander_above_the_first_value_is_the_plateau():
+def test_a_fall_within_a_quarter_of_the_progress_is_the_plateau():
     """The plateau band: a value below the best by more than the fraction of
-    ``|best|`` but not below the run's first value counts as no change (the
-    noise of a plateau whose ELBO is near 0); a fall below the first value
-    and beyond the fraction restarts the count."""
+    ``|best|`` but by less than a quarter of the run's progress (best minus
+    first value) counts as no change (the noise of a plateau whose ELBO is
+    near 0); a fall beyond both restarts the count."""
     # first -0.015, best -0.0027 (the ELBO per pair of a relation of two
-    # links): a wander to -0.006 is 120% of |best| below it
+    # links): a wander to -0.005 is 85% of |best| but 19% of the progress
     rule = StoppingRule(1e-6, 2, plateau_fraction=0.1)
     assert not rule.update(-0.015, -np.inf, held_out=False)
     assert not rule.update(-0.0027, -0.015, held_out=False)
-    assert not rule.update(-0.006, -0.0027, held_out=False)  # count 1
-    assert rule.update(-0.005, -0.0027, held_out=False)  # count 2: converged
-    # the same values with a fall below the first value in between
+    assert not rule.update(-0.005, -0.0027, held_out=False)  # count 1
+    assert rule.update(-0.0045, -0.0027, held_out=False)  # count 2: converged
+    # the same values with a fall of 27% of the progress in between
     rule = StoppingRule(1e-6, 2, plateau_fraction=0.1)
-    for value, best in ((-0.015, -np.inf), (-0.0027, -0.015), (-0.006, -0.0027)):
+    for value, best in ((-0.015, -np.inf), (-0.0027, -0.015), (-0.005, -0.0027)):
         rule.update(value, best, held_out=False)
-    assert not rule.update(-0.02, -0.0027, held_out=False)  # fallen: count reset
+    assert not rule.update(-0.006, -0.0027, held_out=False)  # fallen: count reset
     assert not rule.update(-0.005, -0.0027, held_out=False)  # count 1
     assert rule.update(-0.005, -0.0027, held_out=False)
     # a run that has barely moved keeps the fraction of |best| as its band
     rule = StoppingRule(1e-6, 1, plateau_fraction=0.1)
     rule.update(-1.0, -np.inf, held_out=False)
     assert not rule.update(-1.2, -0.99, held_out=False)  # 20% below: reset
+
+
+# ELBO per pair of the first 45 iterations of a global UMLS model
+# (LatentFeatureRelational(20, random_state=2), 80% of the triples, tol=None):
+# Jacobi steps throw it from its best, -0.020, back to -0.11 (near its first
+# value) and it recovers to -0.0075. A band of the whole progress stopped
+# this run at iteration 15 with a held-out AUC of 0.80 (0.997 when it runs on)
+_UMLS_GLOBAL_HISTORY = [
+    -0.11726, -0.10791, -0.03596, -0.02239, -0.02008, -0.02212, -0.03737, -0.02357,
+    -0.04804, -0.02365, -0.09279, -0.02911, -0.07559, -0.02384, -0.10999, -0.03353,
+    -0.10019, -0.02286, -0.03145, -0.01808, -0.01749, -0.01576, -0.01796, -0.01403,
+    -0.01474, -0.01182, -0.01276, -0.01031, -0.00988, -0.00919, -0.00885, -0.0086,
+    -0.00842, -0.00827, -0.00819, -0.00809, -0.00797, -0.0079, -0.00781, -0.00776,
+    -0.00768, -0.00762, -0.00755, -0.00749, -0.00745]
+
+
+def test_transient_falls_of_a_real_run_do_not_end_it():
+    rule = StoppingRule(2e-3 * 0.008, 10, plateau_fraction=0.1)  # tol per link
+    best = -np.inf
+    for value in _UMLS_GLOBAL_HISTORY:
+        assert not rule.update(value, best, held_out=False)
+        best = max(best, value)

@@ -248,8 +248,9 @@ def test_kinship_single_relation_and_global_model(monkeypatch):
 def test_a_relation_of_two_links_converges():
     """A kinship relation with 2 training links among 8,570 pairs (seed 0's
     split of term24): its ELBO per pair (-0.003) wanders below its best by
-    more than a tenth of it, which is noise on a plateau, not a fall. The
-    default fit converges without a warning."""
+    more than a tenth of it, which is noise on a plateau (less than a quarter
+    of the run's progress), not a fall. The default fit converges without a
+    warning."""
     kin = load_kinships(relation="all")
     X, y = kin.data, kin.target
     test = np.random.RandomState(0).random_sample(len(y)) < 0.2

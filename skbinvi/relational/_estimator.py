@@ -1592,10 +1592,11 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         # run recovers to -0.045 (AUC 0.83) when let go on. At the end of
         # runs that converge the ELBO stays within 3% of its best (kinship,
         # every relation, "mcvi" and "score"): a fall further than
-        # _PLATEAU_FRACTION of it (and below the run's first value: a
-        # relation of 2 links among 8,570 kinship pairs has an ELBO of -0.003
-        # per pair that wanders 100% below its best on its plateau, which
-        # kept the patience from ever running out) restarts the patience.
+        # _PLATEAU_FRACTION of it (and further than a quarter of the run's
+        # progress from its first value: a relation of 2 links among 8,570
+        # kinship pairs has an ELBO of -0.003 per pair that wanders 100% below
+        # its best on its plateau, which kept the patience from ever running
+        # out) restarts the patience.
         # Stochastic steps
         # fluctuate more: there every non-improving iteration counts.
         # With "nonlinks" the ELBO is estimated on the monitoring sample: a
