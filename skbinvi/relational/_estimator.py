@@ -1596,9 +1596,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         # progress from its first value: a relation of 2 links among 8,570
         # kinship pairs has an ELBO of -0.003 per pair that wanders 100% below
         # its best on its plateau, which kept the patience from ever running
-        # out) restarts the patience.
-        # Stochastic steps
-        # fluctuate more: there every non-improving iteration counts.
+        # out) restarts the patience. Stochastic steps fluctuate more: there
+        # every non-improving iteration counts.
         # With "nonlinks" the ELBO is estimated on the monitoring sample: a
         # gain within twice its standard error does not count.
         se = None
