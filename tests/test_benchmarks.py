@@ -64,7 +64,7 @@ def test_no_benchmark_script_imports_another_or_edits_the_path():
 
 def test_scaling_worker_runs_with_the_default_batch_size(bench):
     """work_scaling on a tiny corpus: the minibatch count follows the
-    estimator's batch_size="auto" (min(256, max(32, n // 16)) rows), not a
+    estimator's batch_size="auto" (min(128, max(32, n // 16)) rows), not a
     fixed size, and every measurement is present and positive."""
     from skbinvi import NoisyORFactorizer
 

@@ -367,8 +367,10 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         ("svi", and the refinement of "acp" and "avi").
     batch_size : int or "auto", default="auto"
         Rows per minibatch (clipped to the number of rows). "auto" is
-        ``min(256, max(32, n_samples // 16))``: at least 16 Adam steps per
-        epoch on small data sets. Not used by "jj".
+        ``min(128, max(32, n_samples // 16))``: at least 16 Adam steps per
+        epoch on small data sets, and on large ones minibatches small enough
+        that the default 10 epochs take many steps (the User Guide's
+        "Settings" table). Not used by "jj".
     learning_rate : float, default=3e-2
         Step size of Adam. A ``warm_start`` fit or a later ``partial_fit``
         uses the value set now, with the Adam moments of the fit before. Not
@@ -973,7 +975,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     def _batch_size(self, n_samples):
         """Rows per minibatch of an epoch over n_samples rows (at most n_samples)."""
         if self.batch_size == "auto":
-            return min(256, max(32, n_samples // 16), n_samples)
+            return min(128, max(32, n_samples // 16), n_samples)
         return min(self.batch_size, n_samples)
 
     def _temperature(self):
