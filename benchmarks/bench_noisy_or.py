@@ -1363,8 +1363,9 @@ def section_ttq(run, results, quick, seeds=None, corpora=None, Ks=None):
         f"(seed {seeds[0]})",
         notes=[
             "One partial_fit call on the training split = one pass (noisy-OR: one "
-            "epoch of the default minibatches, batch_size='auto'; LDA: one online pass in its minibatches "
-            "of 128, total_samples = the corpus size). seconds: wall time of the "
+            "epoch of the default minibatches, batch_size='auto'; LDA: one online "
+            "pass in its minibatches of 128, total_samples = the corpus size). "
+            "seconds: wall time of the "
             "passes only; accuracy of LogisticRegression() on the features at that "
             "point; test ELBO of the noisy-OR model (the refinement of transform "
             "included).",
