@@ -369,8 +369,8 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         Rows per minibatch (clipped to the number of rows). "auto" is
         ``min(128, max(32, n_samples // 16))``: at least 16 Adam steps per
         epoch on small data sets, and on large ones minibatches small enough
-        that the default 10 epochs take many steps (the User Guide's
-        "Settings" table). Not used by "jj".
+        that the default 10 epochs take many steps (User Guide, noisy-OR,
+        "Training"). Not used by "jj".
     learning_rate : float, default=3e-2
         Step size of Adam. A ``warm_start`` fit or a later ``partial_fit``
         uses the value set now, with the Adam moments of the fit before. Not
