@@ -595,11 +595,12 @@ def test_newton_weights_maximize_the_weight_objective(diag, monkeypatch):
 
 
 @pytest.mark.parametrize("transpose", [False, True])
-def test_nonlink_control_variate_matches_enumeration(transpose):
+def test_nonlink_control_variate_matches_enumeration(transpose, monkeypatch):
     """The control variate of the sampled non-links: for every center and
     sample, the exact sum over all its non-links (each z_j enumerated over
     its 2^D patterns) of h(eta^{id=1}) - h(eta^{id=0}), minus the weighted
-    sum over the sampled ones, averaged over the samples."""
+    sum over the sampled ones, averaged over the samples; the same numbers
+    when the centers are split into parts (threads)."""
     import itertools
 
     N, R, D, S, m = 7, 2, 3, 3, 4
@@ -660,6 +661,15 @@ def test_nonlink_control_variate_matches_enumeration(transpose):
                     sampled += h_diff(zi, zj, prel[t], d)
                 expected[lcen[k], d] += (exact - n_non[k] / m * sampled) / S
     assert_allclose(out, expected, rtol=1e-10, atol=1e-10)
+
+    monkeypatch.setattr(_kernels, "_parts", lambda n, work, least: [(0, 1), (1, n)])
+    split = np.zeros((N, D))
+    _kernels.nonlink_control_variate(
+        centers, lcen, n_non, local[partners], prel, q_all, q_all.sum(axis=0),
+        m_sum, ptr, order, other, store.rel, lq, u, b, V, h1, h2, split,
+        zs=_kernels.sample_codes(u, lq),
+    )
+    assert_array_equal(split, out)
 
 
 def test_nonlink_control_variate_has_mean_zero(monkeypatch):

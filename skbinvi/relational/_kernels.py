@@ -987,11 +987,16 @@ def _make_mcvi_samples(diag):
                     # a kept entry serves later pairs of any weight: all its terms
                     _flip_terms(i, j, r, x[p], z, b, fr, rkey[p], fs, skey[p],
                                 e >= 0 or ws != 0.0, e >= 0 or wr != 0.0, values, row)
-                # no branches: a zero field or weight adds 0 (terms are finite)
-                for d in range(D):
-                    partial[s, i, d] += ws * values[row, d]
-                for d in range(D):
-                    partial[s, j, d] += wr * values[row, D + d]
+                # a zero field adds 0 (terms are finite); an end of weight 0
+                # (a stochastic step lists every pair for one end) is skipped:
+                # its row of partial, a random one of a large array, would be
+                # read and written for nothing
+                if ws != 0.0:
+                    for d in range(D):
+                        partial[s, i, d] += ws * values[row, d]
+                if wr != 0.0:
+                    for d in range(D):
+                        partial[s, j, d] += wr * values[row, D + d]
 
     return _mcvi_samples
 
@@ -1274,10 +1279,27 @@ def _exclude_partners(i, ptr, order, other, rel, r, q, Qs, Ms):
             Ms[d, d] -= q[j, d] * (1.0 - q[j, d])
 
 
-@njit
+def sample_codes(uniforms, lq):
+    """The joint samples ``1{uniforms[s] < lq}`` as uint8 (n_loc, S, D),
+    each entity's S samples together (for lookups of random entities)."""
+    S, n_loc, D = uniforms.shape
+    zs = np.empty((n_loc, S, D), dtype=np.uint8)
+    _sample_codes(uniforms, lq, zs)
+    return zs
+
+
+@njit(nogil=True)
+def _sample_codes(uniforms, lq, zs):
+    S, n_loc, D = uniforms.shape
+    for s in range(S):
+        for i in range(n_loc):
+            for d in range(D):
+                zs[i, s, d] = 1 if uniforms[s, i, d] < lq[i, d] else 0
+
+
 def nonlink_control_variate(centers, lcen, n_nonlinks, partners, partner_rel,
                             q_all, q_sum, m_sum, ptr, order, other, link_rel,
-                            lq, uniforms, b, W, h1, h2, out):
+                            lq, uniforms, b, W, h1, h2, out, zs=None):
     """Control variate of the sampled non-links of :func:`mcvi_mean_deltas`.
 
     A center's sum over its non-links of ``g(eta^{id=1}) - g(eta^{id=0})``
@@ -1310,11 +1332,41 @@ def nonlink_control_variate(centers, lcen, n_nonlinks, partners, partner_rel,
         samples of :func:`mcvi_mean_deltas`.
     b, W (or its transpose), h1, h2 (R,) : the coefficients of h.
     out : (n_loc, D), added to.
+    zs : uint8 (n_loc, S, D) or None
+        The samples ``1{uniforms < lq}`` with each entity's samples
+        together (:func:`sample_codes`); None computes them. A step passes
+        the same array to both roles.
+
+    The sampled partners are looked up entity-major in ``zs`` (S D bytes
+    per partner, where the uniforms and q of a partner lie in S + 1 rows
+    of a large array), and large passes run on threads
+    (:func:`~skbinvi._numba.run_parts`, ranges of centers, whose rows of
+    ``out`` differ: the centers are distinct).
 
     Checked against an enumeration over every non-link in
     ``test_nonlink_control_variate_matches_enumeration``.
     """
-    S, n_loc, D = uniforms.shape
+    if zs is None:
+        zs = sample_codes(uniforms, lq)
+    B = centers.shape[0]
+    S, D = zs.shape[1], zs.shape[2]
+    m = partners.shape[0] // max(B, 1)
+    W = np.ascontiguousarray(W)
+    Wt = np.ascontiguousarray(W.transpose(0, 2, 1))
+    run_parts(_nonlink_cv_range, [
+        (lo, hi, centers, lcen, n_nonlinks, partners, partner_rel, q_all, q_sum,
+         m_sum, ptr, order, other, link_rel, zs, b, W, Wt, h1, h2, out)
+        for lo, hi in _parts(B, S * m * D * 4 + W.shape[0] * D**3, _MIN_PARALLEL_WORK)
+    ])
+
+
+@njit(nogil=True)
+def _nonlink_cv_range(lo, hi, centers, lcen, n_nonlinks, partners, partner_rel,
+                      q_all, q_sum, m_sum, ptr, order, other, link_rel, zs, b, W,
+                      Wt, h1, h2, out):
+    """:func:`nonlink_control_variate` of the centers lo..hi-1 (``Wt`` is
+    ``W`` transposed, for the fields of the sampled partners)."""
+    n_loc, S, D = zs.shape
     B = centers.shape[0]
     R = W.shape[0]
     m = partners.shape[0] // max(B, 1)
@@ -1325,9 +1377,9 @@ def nonlink_control_variate(centers, lcen, n_nonlinks, partners, partner_rel,
     VMV = np.empty((R, D))
     A = np.empty(D)
     c = np.empty(D)
-    zi = np.empty(D)
+    zi = np.empty((S, D))
     corr = np.empty(D)
-    for k in range(B):
+    for k in range(lo, hi):
         if n_nonlinks[k] <= 0:
             continue
         i, li = centers[k], lcen[k]
@@ -1353,10 +1405,11 @@ def nonlink_control_variate(centers, lcen, n_nonlinks, partners, partner_rel,
                 for f in range(D):
                     acc += VM[r, d, f] * W[r, d, f]
                 VMV[r, d] = acc
+        for d in range(D):
+            corr[d] = 0.0
         for s in range(S):
-            corr[:] = 0.0
             for d in range(D):
-                zi[d] = 1.0 if uniforms[s, li, d] < lq[li, d] else 0.0
+                zi[s, d] = float(zs[li, s, d])
             # the exact sums over every non-link, relation by relation
             for r in range(R):
                 if h1[r] == 0.0 and h2[r] == 0.0:
@@ -1364,33 +1417,34 @@ def nonlink_control_variate(centers, lcen, n_nonlinks, partners, partner_rel,
                 for e in range(D):
                     acc = 0.0
                     for d in range(D):
-                        acc += zi[d] * W[r, d, e]
+                        acc += zi[s, d] * W[r, d, e]
                     A[e] = acc
                 for d in range(D):
                     vma = 0.0
                     for f in range(D):
                         vma += VM[r, d, f] * A[f]
                     corr[d] += h1[r] * VQ[r, d] + h2[r] * (
-                        2.0 * b[r] * VQ[r, d] + 2.0 * (vma - zi[d] * VMV[r, d])
+                        2.0 * b[r] * VQ[r, d] + 2.0 * (vma - zi[s, d] * VMV[r, d])
                         + VMV[r, d])
-            # minus the weighted sampled sums: with c = V_r z_j and eta
-            # (z_id as sampled), h(eta^{id=1}) - h(eta^{id=0}) = c_d (h1 +
-            # h2 (2 eta + (1 - 2 z_id) c_d))
-            for t in range(k * m, (k + 1) * m):
-                lj, r = partners[t], partner_rel[t]
-                if h1[r] == 0.0 and h2[r] == 0.0:
-                    continue
-                c[:] = 0.0
+        # minus the weighted sampled sums: with c = V_r z_j and eta (z_id as
+        # sampled), h(eta^{id=1}) - h(eta^{id=0}) = c_d (h1 + h2 (2 eta + (1 -
+        # 2 z_id) c_d))
+        for t in range(k * m, (k + 1) * m):
+            lj, r = partners[t], partner_rel[t]
+            if h1[r] == 0.0 and h2[r] == 0.0:
+                continue
+            for s in range(S):
+                for d in range(D):
+                    c[d] = 0.0
                 for e in range(D):
-                    if uniforms[s, lj, e] < lq[lj, e]:
+                    if zs[lj, s, e] != 0:
                         for d in range(D):
-                            c[d] += W[r, d, e]
+                            c[d] += Wt[r, e, d]
                 eta = b[r]
                 for d in range(D):
-                    if zi[d] > 0.0:
-                        eta += c[d]
+                    eta += zi[s, d] * c[d]
                 for d in range(D):
                     corr[d] -= weight * c[d] * (
-                        h1[r] + h2[r] * (2.0 * eta + (1.0 - 2.0 * zi[d]) * c[d]))
-            for d in range(D):
-                out[li, d] += corr[d] / S
+                        h1[r] + h2[r] * (2.0 * eta + (1.0 - 2.0 * zi[s, d]) * c[d]))
+        for d in range(D):
+            out[li, d] += corr[d] / S
