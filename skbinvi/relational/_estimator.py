@@ -1297,21 +1297,27 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen, blocks = local
         n_loc, D = q.shape
         out = np.empty((n_loc, D))
+        # the pairs in the order of their other end than the center's (each
+        # is listed for one end): the kernel then reads the rows of the
+        # other ends, spread over a large array, in order, and those of
+        # the centers, a few, stay in cache
+        order = np.argsort(np.where(w_snd != 0.0, lrcv, lsnd), kind="stable")
+        ps, pr, pl = lsnd[order], lrcv[order], rel[order]
         _kernels.mcvi_mean_deltas(
-            lsnd,
-            lrcv,
-            rel,
-            *_kernels.pair_keys(lsnd, rel, n_loc),
-            *_kernels.pair_keys(lrcv, rel, n_loc),
-            x,
+            ps,
+            pr,
+            pl,
+            *_kernels.pair_keys(ps, pl, n_loc),
+            *_kernels.pair_keys(pr, pl, n_loc),
+            x[order],
             q,
             float(logit(self.feature_prior)),
             self._b,
             self._W,
             self._diag,
             uniforms,
-            w_snd,
-            w_rcv,
+            w_snd[order],
+            w_rcv[order],
             out,
         )
         coef = getattr(self, "_cv_coef", None)
@@ -1390,7 +1396,10 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         N, R, D = store.n_entities, store.n_relations, self.n_components
         n_loc = q.shape[0]
         pool = N if store.nonlinks else np.count_nonzero(store.out_deg + store.in_deg)
-        sel = w_snd > 0.0
+        # the centers' sender pairs, in the order of their receivers (rows
+        # of a large array read in order, as in _center_deltas)
+        sel = np.flatnonzero(w_snd > 0.0)
+        sel = sel[np.argsort(lrcv[sel], kind="stable")]
         lsnd, lrcv, rel, x = lsnd[sel], lrcv[sel], rel[sel], x[sel]
         weight = w_snd[sel] * (pool / centers.size)
         skeys = _kernels.pair_keys(lsnd, rel, n_loc)
