@@ -279,6 +279,12 @@ _MIN_PARALLEL_WORK = 1_000_000
 # so its parts repeat nothing.
 _MIN_PARALLEL_PAIR_SAMPLES = 100_000
 
+# Pair-samples of a weight pass (:func:`mc_weight_rhs`) from which it runs on
+# threads: each costs a log Phi, an exp and O(D) products, several times an
+# ELBO pair-sample, so this is again about a millisecond of work (kinship's
+# term18, 86,530 pair-samples, took about 4 ms serial). No memo.
+_MIN_PARALLEL_WEIGHT_PAIR_SAMPLES = 25_000
+
 
 def expected_pair_log_likelihood(
     snd, rcv, rel, rkey, rk_ent, rk_rel, x, q, b, W, diag, seed, n_draws, out
@@ -1054,7 +1060,7 @@ def mc_weight_rhs(
         (lo, hi, snd, rcv, rel, skey, sk_ent, sk_rel, rkey, rk_ent, rk_rel, x, q,
          b, W, uniforms, weight, residual,
          part0, partW)
-        for lo, hi in _parts(S, x.shape[0], _MIN_PARALLEL_WORK)
+        for lo, hi in _parts(S, x.shape[0], _MIN_PARALLEL_WEIGHT_PAIR_SAMPLES)
     ])
     _sample_mean(part0, 0.0, out0)
     mean_W = np.empty((R, D, Dw))
