@@ -278,6 +278,81 @@ def first_fit():
     return Table(header, rows, "python benchmarks/bench_first_fit.py")
 
 
+def _global_runs():
+    """(label, data) of every run of ``bench_relational.py --sections global``
+    kept in the results: the defaults (``bench_relational_global.json``),
+    then the other numbers of features (``..._global_components.json``)."""
+    runs = [("", load("bench_relational_global"))]
+    for run in load("bench_relational_global_components")["runs"]:
+        D = run["params"]["n_components"]
+        runs.append((f", n_components={D}", run))
+    return runs
+
+
+def relational_global():
+    """One global model against one model per relation, on the same splits.
+
+    From ``bench_relational_global.json`` (defaults, seeds 0-2) and
+    ``bench_relational_global_components.json`` (more features): the mean of
+    the per-relation held-out AUCs and the pooled AUC of all held-out pairs,
+    mean over the seeds with their range, and CPU seconds per fit (mean over
+    the seeds; one model per relation: all of them).
+    """
+    rows = []
+    for label, run in _global_runs():
+        for name, data in run["data"].items():
+            R = data["n_relations"]
+            N = round((1 + (1 + 4 * data["n_triples"] / R) ** 0.5) / 2)
+            for setting, text in (("global", "one global model"),
+                                  ("single", "one model per relation")):
+                fits = [seed[setting] for seed in data["seeds"] if setting in seed]
+                if not fits:
+                    continue
+                mean = [f["mean_auc"] for f in fits]
+                pooled = [f["pooled_auc"] for f in fits]
+                rows.append([
+                    name, f"{N} x {R}", text + label,
+                    "/".join(str(seed["seed"]) for seed in data["seeds"]
+                             if setting in seed),
+                    f"{_mean(mean):.4f}", f"{min(mean):.4f}-{max(mean):.4f}",
+                    f"{_mean(pooled):.4f}", f"{min(pooled):.4f}-{max(pooled):.4f}",
+                    f"{_mean([f['cpu_seconds'] for f in fits]):.0f}",
+                ])
+    header = ["data set", "entities x relations", "model", "seeds",
+              "mean per-relation AUC", "range", "pooled AUC", "range", "CPU s"]
+    return Table(header, rows, "python benchmarks/bench_relational.py --sections "
+                 "global --triples-dir NATIONS UMLS --seeds 0 1 2")
+
+
+def relational_sparse():
+    """Stochastic fits of large sparse networks given by their links.
+
+    From ``bench_relational_sparse.json`` (100,000 entities) and
+    ``bench_relational_sparse_1m.json`` (1,000,000): the default
+    ``LatentFeatureRelational(10, unlisted_pairs="nonlinks")``, epochs run
+    (and whether the ``tol`` rule ended the fit), fit wall seconds, peak
+    memory, held-out AUC of 10% of the links against 100,000 random pairs
+    beside that of the true probabilities, and the AUC with which each
+    planted feature is recovered by its matched feature (lowest and mean).
+    """
+    rows = []
+    for name in ("bench_relational_sparse", "bench_relational_sparse_1m"):
+        r = load(name)
+        matched = r["matched_feature_auc"]
+        rows.append([
+            f"{r['n_entities']:,}", f"{r['n_links']:,}",
+            f"{r['epochs']} ({'converged' if r['converged'] else 'not converged'})",
+            f"{r['fit_seconds']:.0f}", f"{r['peak_memory_gib']:.2f}",
+            f"{r['heldout_auc']:.4f}", f"{r['true_probability_auc']:.4f}",
+            f"{min(matched):.3f}", f"{_mean(matched):.3f}",
+        ])
+    header = ["entities", "links", "epochs", "fit s", "peak GiB", "held-out AUC",
+              "true-probability AUC", "lowest feature AUC", "mean feature AUC"]
+    return Table(header, rows, "python benchmarks/bench_relational.py --sections "
+                 "sparse --max-iter 40 --n-mc-samples 10 (1,000,000: --n-entities "
+                 "1000000 and the --max-iter in the file)")
+
+
 TABLES = {
     "first_fit": first_fit,
     "noisy_or_epochs": noisy_or_epochs,
@@ -285,6 +360,8 @@ TABLES = {
     "document_features": document_features,
     "document_features_all_labels": document_features_all_labels,
     "noisy_or_vs_lda": noisy_or_vs_lda,
+    "relational_global": relational_global,
+    "relational_sparse": relational_sparse,
 }
 
 

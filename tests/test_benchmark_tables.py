@@ -64,3 +64,26 @@ def test_noisy_or_vs_lda_cells_are_the_json_means():
             assert row[col[f"{name} fit s"]] == f"{seconds:.1f}"
         elbo = statistics.fmean(r["test_elbo"] for r in runs)
         assert row[col["AVI test ELBO"]] == f"{elbo:.2f}"
+
+
+def test_relational_tables_cells_are_the_json_statistics():
+    table = tables.relational_global()
+    col = {h: j for j, h in enumerate(table.header)}
+    with open(ROOT / "benchmarks" / "results" / "bench_relational_global.json") as f:
+        data = json.load(f)["data"]
+    for name, setting, text in (("kinship", "global", "one global model"),
+                                ("umls", "single", "one model per relation")):
+        row = next(r for r in table.rows if r[0] == name and r[2] == text)
+        fits = [seed[setting] for seed in data[name]["seeds"]]
+        assert row[col["mean per-relation AUC"]] == (
+            f"{statistics.fmean(f['mean_auc'] for f in fits):.4f}")
+        assert row[col["pooled AUC"]] == (
+            f"{statistics.fmean(f['pooled_auc'] for f in fits):.4f}")
+    assert row[col["entities x relations"]] == "135 x 46"
+    sparse = tables.relational_sparse()
+    with open(ROOT / "benchmarks" / "results" / "bench_relational_sparse.json") as f:
+        run = json.load(f)
+    first = sparse.rows[0]
+    assert first[0] == f"{run['n_entities']:,}"
+    assert first[5] == f"{run['heldout_auc']:.4f}"
+    assert first[7] == f"{min(run['matched_feature_auc']):.3f}"
