@@ -1359,10 +1359,14 @@ def nonlink_control_variate(centers, lcen, n_nonlinks, partners, partner_rel,
     m = partners.shape[0] // max(B, 1)
     W = np.ascontiguousarray(W)
     Wt = np.ascontiguousarray(W.transpose(0, 2, 1))
+    # work per center, in multiply-adds (each cheaper than a log Phi, the unit
+    # of _MIN_PARALLEL_WORK): about 4 D per sampled partner and sample (its
+    # field, eta and the correction) and D^3 per relation (V_r M)
+    per_center = S * m * D * 4 + W.shape[0] * D**3
     run_parts(_nonlink_cv_range, [
         (lo, hi, centers, lcen, n_nonlinks, partners, partner_rel, q_all, q_sum,
          m_sum, ptr, order, other, link_rel, zs, b, W, Wt, h1, h2, out)
-        for lo, hi in _parts(B, S * m * D * 4 + W.shape[0] * D**3, _MIN_PARALLEL_WORK)
+        for lo, hi in _parts(B, per_center, _MIN_PARALLEL_WORK)
     ])
 
 
