@@ -368,7 +368,8 @@ def _transform_outputs():
         return np.log(m.prior_) - np.log1p(-m.prior_)
 
     return {
-        "logit": ("logit q (today's default)", lambda L, m, st: L),
+        "logit": ('logit q (posterior="logit"; the default before "scaled_logit")',
+                  lambda L, m, st: L),
         "logit_long": ("logit q, the classifier with max_iter=5000 instead of "
                        "100 (does it only fail to converge?)", lambda L, m, st: L),
         "probability": ("q", lambda L, m, st: expit(L)),
@@ -379,8 +380,11 @@ def _transform_outputs():
         "logit_div2": ("logit q / 2 (fixed constant)", lambda L, m, st: L / 2.0),
         "logit_div3": ("logit q / 3 (fixed constant)", lambda L, m, st: L / 3.0),
         "logit_div10": ("logit q / 10 (fixed constant)", lambda L, m, st: L / 10.0),
-        "logit_global_std": ("logit q / (std of all training logits)",
+        "logit_global_std": ("logit q / (std of all training logits): the default "
+                             'posterior="scaled_logit" where that std exceeds 1',
                              lambda L, m, st: L / st["global_std"]),
+        "logit_global_rms": ("logit q / (root mean square of all training logits)",
+                             lambda L, m, st: L / st["global_rms"]),
         "logit_standardized": ("(logit q - mean_k) / std_k over the training rows",
                                lambda L, m, st: (L - st["mean"]) / st["std"]),
         "logit_clip5": ("logit q clipped to [-5, 5]",
@@ -432,10 +436,12 @@ def run_transform_study(method, K, seed, data, labels, names):
         "mean_of_cause_means": _r(L_train.mean(axis=0).mean(), 2),
         "median_cause_std": _r(np.median(L_train.std(axis=0)), 2),
         "global_std": _r(L_train.std(), 2),
+        "global_rms": _r(np.sqrt(np.mean(L_train ** 2)), 2),
     }
     stats = {"mean": L_train.mean(axis=0),
              "std": np.maximum(L_train.std(axis=0), 1e-12),
-             "global_std": max(float(L_train.std()), 1e-12)}
+             "global_std": max(float(L_train.std()), 1e-12),
+             "global_rms": max(float(np.sqrt(np.mean(L_train ** 2))), 1e-12)}
     rec["transforms"] = {}
     for name in names:
         _, f = outputs[name]

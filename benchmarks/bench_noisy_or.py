@@ -633,7 +633,8 @@ def work_rare(cfg):
     X_train, y_train, X_test, y_test = _corpora.corpus(cfg["corpus"])
     K, method, seed = cfg["K"], cfg["method"], cfg["seed"]
     model = NoisyORFactorizer(K, inference=method, random_state=seed).fit(X_train)
-    assert model.posterior == "logit"  # the default: features are logits
+    # the default features: logits / logit_scale_ (positive: the cause is on)
+    assert model.posterior == "scaled_logit"
     prior = model.prior_
     rare = np.flatnonzero(prior <= 0.01)
     F_train, F_test = model.transform(X_train), model.transform(X_test)

@@ -11,7 +11,8 @@ and Fig. 3).
 A :class:`~skbinvi.NoisyORFactorizer` explains each document, the binary vector
 of the words of its headline, by ``K`` binary latent causes. Once the model is
 trained, the posterior logits :math:`\\operatorname{logit} q(z_k = 1 \\mid x)`
-returned by ``transform`` are a ``K``-dimensional representation of the
+returned by ``transform`` (divided by one scale learned in ``fit``) are a
+``K``-dimensional representation of the
 document, and a linear multi-label classifier (one logistic regression per
 topic) is trained on them to predict the topics acq, earn and money-fx. The
 metric is the **exact-match (EM) score**: the fraction of test documents whose
@@ -363,8 +364,10 @@ fig.suptitle("Reuters-21578 headlines: noisy-OR features vs raw X")
 # on average) are documents of ordinary length, where the posterior is
 # confident: its logits are of order -10 to -40, so the probabilities would be
 # 0 or 1 to double precision. ``transform`` therefore returns the posterior
-# *logits* by default (``posterior="logit"``), refined from the encoder's
-# output by a few local mean-field steps. Here the
+# *logits*, refined from the encoder's output by a few local mean-field steps
+# and, by default (``posterior="scaled_logit"``), divided by their standard
+# deviation over the training documents (``logit_scale_``), so that the
+# classifier's default regularization suits them. Here the
 # *default* pipeline, ``NoisyORFactorizer(K)`` followed by the classifier, is
 # compared with scikit-learn's :class:`~sklearn.decomposition.LatentDirichletAllocation`
 # (online, its defaults) at the same ``K``, fit times side by side.
@@ -477,8 +480,9 @@ for i, params in enumerate(cv["params"]):
 # largest mean posterior :math:`q(z_k = 1 \mid x)`.
 model = fitted[50, "acp", n_train_all].named_steps["noisyor"]
 feature_names = train.feature_names
-# transform returns the posterior logits; expit gives the probabilities
-Q_test = expit(model.transform(X_test))
+# the posterior probabilities q(z_k = 1 | x) (transform returns scaled logits
+# by default)
+Q_test = expit(model.set_params(posterior="logit").transform(X_test))
 label_means = np.array(
     [Q_test[Y_test[:, j] == 1].mean(axis=0) for j in range(Y_test.shape[1])]
 )

@@ -112,12 +112,14 @@ def test_transform_outputs_of_the_study_are_their_definitions():
     class Model:
         prior_ = np.array([0.1, 0.2, 0.3])
 
-    st = {"mean": L.mean(0), "std": L.std(0), "global_std": L.std()}
+    st = {"mean": L.mean(0), "std": L.std(0), "global_std": L.std(),
+          "global_rms": np.sqrt(np.mean(L**2))}
     out = {k: f(L, Model, st) for k, (_, f) in outputs.items()}
     np.testing.assert_array_equal(out["logit"], L)
     np.testing.assert_allclose(out["probability"], expit(L))
     np.testing.assert_allclose(out["logit_standardized"].std(0), 1.0)
     np.testing.assert_allclose(out["logit_global_std"].std(), 1.0)
+    np.testing.assert_allclose(np.mean(out["logit_global_rms"] ** 2), 1.0)
     np.testing.assert_allclose(np.exp(out["log_q_log_1mq"]).reshape(40, 2, 3).sum(1),
                                1.0)
     np.testing.assert_allclose(out["softplus_logit"], -np.log1p(-expit(L)),

@@ -343,14 +343,64 @@ def test_partial_fit_continues_training(small, inference):
 def test_transform_is_deterministic_and_row_independent(small, inference):
     model = NoisyORFactorizer(3, inference=inference, max_iter=3,
                               random_state=0).fit(small)
-    full = model.transform(small)
+    scaled = model.transform(small)  # default: posterior="scaled_logit"
+    full = model.set_params(posterior="logit").transform(small)
     assert_array_equal(full, model.transform(small))
     assert_allclose(model.transform(small[50:60]), full[50:60], rtol=1e-12)
     assert_allclose(model.score_samples(small[50:60]),
                     model.score_samples(small)[50:60], rtol=1e-12)
     assert np.all(np.isfinite(full))
+    assert_allclose(scaled, full / model.logit_scale_, rtol=1e-12)
     model.set_params(posterior="probability")
     assert_allclose(model.transform(small), expit(full), rtol=1e-12)
+
+
+@pytest.mark.parametrize("params", [
+    {"inference": "acp"}, {"inference": "avi"}, {"inference": "svi"},
+    {"inference": "jj"}, {"inference": "acp", "n_init": 2},
+])
+def test_logit_scale_is_the_std_of_the_training_rows_logits(small, params):
+    """``logit_scale_`` is the standard deviation of the final training logits.
+
+    The logits of the final ELBO of the kept run are those of transform on
+    the fitted model (deterministic), so the scale is recomputed from them.
+    """
+    model = NoisyORFactorizer(3, max_iter=3, random_state=0, **params).fit(small)
+    logits = model.set_params(posterior="logit").transform(small)
+    assert model.logit_scale_ == pytest.approx(max(1.0, logits.std()), rel=1e-12)
+    assert "_in_fit" not in vars(model)
+    # a fit starts afresh: the scale of a second fit on other rows is theirs
+    model.set_params(posterior="scaled_logit").fit(small[:80])
+    part = model.set_params(posterior="logit").transform(small[:80])
+    assert model.logit_scale_ == pytest.approx(max(1.0, part.std()), rel=1e-12)
+
+
+def test_partial_fit_pools_the_logit_scale_over_its_calls(small):
+    model = NoisyORFactorizer(3, random_state=0)
+    reference = clone(model).set_params(posterior="logit")
+    chunks = [small[:60], small[60:90], small[90:]]
+    seen = []
+    for chunk in chunks:
+        model.partial_fit(chunk)
+        reference.partial_fit(chunk)
+        seen.append(reference.transform(chunk))
+        pooled = np.vstack(seen)
+        assert model.logit_scale_ == pytest.approx(max(1.0, pooled.std()), rel=1e-10)
+    assert_allclose(model.transform(small),
+                    reference.transform(small) / model.logit_scale_, rtol=1e-12)
+
+
+def test_logit_scale_is_at_least_one_and_finite():
+    model = NoisyORFactorizer(2)
+    model._set_logit_scale(np.full((4, 2), -3.0) + [[0.1, -0.1]] * 4)
+    assert model.logit_scale_ == 1.0  # a spread below 1 is not magnified
+    model._set_logit_scale(np.array([[np.inf, 0.0]]))
+    assert model.logit_scale_ == 1.0
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(2.0, 5.0, (30, 2)), rng.normal(-4.0, 3.0, (7, 2))
+    model._set_logit_scale(a)
+    model._set_logit_scale(b, pool=True)
+    assert model.logit_scale_ == pytest.approx(np.vstack([a, b]).std(), rel=1e-12)
 
 
 def test_binarize_policy(small):

@@ -60,7 +60,7 @@ def test_long_document_fixture_has_about_60_words(long_documents):
 @pytest.mark.parametrize("inference", ["acp", "avi"])
 def test_logits_finite_and_consistent_with_expit(fitted_long, long_documents,
                                                  inference):
-    model = copy.deepcopy(fitted_long[inference])
+    model = copy.deepcopy(fitted_long[inference]).set_params(posterior="logit")
     X_test = long_documents[2]
     logits = model.transform(X_test)
     assert logits.shape == (X_test.shape[0], 20)

@@ -133,7 +133,7 @@ def _exercise(estimator, X, y, methods):
     binarize=st.sampled_from([0.0, 0.5, None]),
     n_mc_samples=st.sampled_from([3, 1]),
     batch_size=st.sampled_from(["auto", 1, 7]),
-    posterior=st.sampled_from(["logit", "probability"]),
+    posterior=st.sampled_from(["scaled_logit", "logit", "probability"]),
     n_init=st.sampled_from([1, 2]),
     init=st.sampled_from(["data", "k-means++", "cooccurrence"]),
     prior_smoothing=st.sampled_from([0.0, 0.01, 100.0]),

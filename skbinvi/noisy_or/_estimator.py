@@ -431,12 +431,19 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         Exact samples of q per row used to estimate the ELBO in
         :meth:`score`, :meth:`score_samples`, :meth:`elbo`, ``elbo_`` and the
         validation ELBO (100 in [1]_).
-    posterior : {"logit", "probability"}, default="logit"
-        What :meth:`transform` returns: the posterior logits
-        :math:`\operatorname{logit} q(z_k = 1 \mid x)` or the probabilities
-        :math:`q(z_k = 1 \mid x)`. On long documents the posterior is
-        confident and the probabilities are 0 or 1 to double precision, so
-        the logits are the better input for a linear classifier.
+    posterior : {"scaled_logit", "logit", "probability"}, default="scaled_logit"
+        What :meth:`transform` returns. "logit": the posterior logits
+        :math:`\operatorname{logit} q(z_k = 1 \mid x)`. "scaled_logit": the
+        same logits divided by one number learned in :meth:`fit`,
+        ``logit_scale_`` (their standard deviation over the training rows, at
+        least 1), so that every feature keeps its sign and its ratio to the
+        others while the whole set comes to unit scale. "probability": the
+        probabilities :math:`q(z_k = 1 \mid x)`. On long documents the
+        posterior is confident and the probabilities are 0 or 1 to double
+        precision, so the logits are the better input for a linear
+        classifier; their scale (tens of nats) weakens a classifier's
+        default regularization, which "scaled_logit" restores (User Guide,
+        "Practical tips").
     random_state : int, RandomState instance or None, default=None
         Controls the initialization, the minibatch order, the Monte Carlo
         noise and the common random numbers of :meth:`score_samples`. Pass an
@@ -455,6 +462,13 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         Leak weights theta_i0 >= 0.
     prior_ : ndarray of shape (n_components,)
         Prior probabilities mu_k of the causes.
+    logit_scale_ : float
+        The divisor of the logits of ``posterior="scaled_logit"``: the
+        standard deviation of the posterior logits (as :meth:`transform`
+        computes them) of the training rows at the end of :meth:`fit`, over
+        all rows and causes, or 1 if that is smaller. :meth:`partial_fit`
+        pools the rows of all its calls, each row's logits computed after
+        its call's epoch; a :meth:`fit` starts afresh.
     n_active_components_ : int
         Number of causes in use: those with a prior above 0.01. The others
         were switched off by the fit (the data do not need them); lower
@@ -546,13 +560,17 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
     Examples
     --------
+    >>> import numpy as np
     >>> from skbinvi import NoisyORFactorizer
     >>> from skbinvi.datasets import make_noisy_or
     >>> X, truth = make_noisy_or(300, 40, 4, random_state=0)
     >>> model = NoisyORFactorizer(n_components=4, max_iter=20, random_state=0)
-    >>> logits = model.fit_transform(X)  # posterior logits of the 4 causes
-    >>> logits.shape
+    >>> features = model.fit_transform(X)  # posterior logits / logit_scale_
+    >>> features.shape
     (300, 4)
+    >>> logits = model.set_params(posterior="logit").transform(X)
+    >>> bool(np.allclose(features, logits / model.logit_scale_))
+    True
     >>> Q = model.set_params(posterior="probability").transform(X)
     >>> bool(((Q >= 0) & (Q <= 1)).all())
     True
@@ -579,7 +597,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         "binarize": [None, Interval(Real, 0, None, closed="left")],
         "prior_smoothing": [Interval(Real, 0, None, closed="left")],
         "n_elbo_samples": [IntInterval(1, None, closed="left")],
-        "posterior": [StrOptions({"logit", "probability"})],
+        "posterior": [StrOptions({"scaled_logit", "logit", "probability"})],
     }
 
     def __init__(
@@ -602,7 +620,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         binarize=0.0,
         prior_smoothing=0.003,
         n_elbo_samples=100,
-        posterior="logit",
+        posterior="scaled_logit",
         random_state=None,
         verbose=0,
     ):
@@ -1273,6 +1291,10 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         logit_q = self._posterior_logits(X)
         if getattr(self, "_keep_final_logits", False):
             self._final_logits = logit_q
+        if getattr(self, "_in_fit", False):
+            # the last call of a fit is the final ELBO of the training rows
+            # (validation rows come before it): their logits set the scale
+            self._set_logit_scale(logit_q)
         uniforms = self._common_uniforms(n_draws or self.n_elbo_samples)
         return self._discrete_elbo(indptr, indices, logit_q, uniforms)
 
@@ -1313,7 +1335,44 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             (never with ``tol=None`` and no early stopping).
         """
         X = self._check_X(X, reset=not (self.warm_start and self._is_initialized()))
-        return self._fit_loop(X)
+        self._in_fit = True
+        try:
+            return self._fit_loop(X)
+        finally:
+            self.__dict__.pop("_in_fit", None)
+
+    def _set_logit_scale(self, logit_q, pool=False):
+        """Set ``logit_scale_`` from the posterior logits of training rows.
+
+        The standard deviation of all the entries of ``logit_q`` (rows, K),
+        or 1 if it is smaller or not finite. With ``pool`` the moments are
+        merged with those of the rows before (Chan et al.'s pairwise update
+        of the mean and the sum of squared deviations), as
+        :meth:`partial_fit` does over its calls.
+        """
+        n = logit_q.size
+        with np.errstate(all="ignore"):  # a non-finite spread gives scale 1
+            mean = float(logit_q.mean()) if n else 0.0
+            m2 = float(np.square(logit_q - mean).sum())
+        previous = getattr(self, "_logit_moments", None)
+        if pool and previous is not None and previous[0] > 0:
+            n0, mean0, m20 = previous
+            total = n0 + n
+            delta = mean - mean0
+            mean, m2 = mean0 + delta * n / total, m20 + m2 + delta**2 * n0 * n / total
+            n = total
+        self._logit_moments = (n, mean, m2)
+        with np.errstate(all="ignore"):
+            std = np.sqrt(m2 / n) if n else 0.0
+        self.logit_scale_ = float(std) if np.isfinite(std) and std > 1.0 else 1.0
+
+    def _output(self, logit_q):
+        """What :meth:`transform` returns for the posterior logits ``logit_q``."""
+        if self.posterior == "probability":
+            return expit(logit_q)
+        if self.posterior == "scaled_logit":
+            return logit_q / self.logit_scale_
+        return logit_q
 
     # ------------------------------------------------- hooks of the fit loop
     def _iterate(self, X, y, rng, partial=False):
@@ -1391,7 +1450,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         Returns
         -------
         features : ndarray of shape (n_samples, n_components), float64
-            As :meth:`transform`: logits or probabilities by
+            As :meth:`transform`: scaled logits, logits or probabilities by
             ``posterior``.
 
         Raises
@@ -1407,10 +1466,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             self.fit(X, y)
         finally:
             self.__dict__.pop("_keep_final_logits", None)
-        logit_q = self.__dict__.pop("_final_logits")
-        if self.posterior == "probability":
-            return expit(logit_q)
-        return logit_q
+        return self._output(self.__dict__.pop("_final_logits"))
 
     def _check_elbo_input(self, X, y):
         return self._check_X(X, reset=False), None
@@ -1482,11 +1538,14 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         """
         first_time = not self._is_initialized()
         X = self._check_X(X, reset=first_time)
-        return self._partial_fit_iteration(X)
+        self._partial_fit_iteration(X)
+        # the chunk's logits after its epoch join those of the chunks before
+        self._set_logit_scale(self._posterior_logits(X), pool=not first_time)
+        return self
 
     # -------------------------------------------------------------- inference
     def transform(self, X):
-        """Posterior of the causes: logits (default) or probabilities q(z_k = 1 | x).
+        """Posterior of the causes: scaled logits (default), logits or probabilities.
 
         Deterministic, and the result for a row does not depend on the other
         rows: "acp"/"avi" take the encoder's output refined by
@@ -1504,8 +1563,9 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         features : ndarray of shape (n_samples, n_components), float64
             With ``posterior="logit"``, the logits
             ``logit q(z_k = 1 | x)`` (finite reals, computed directly, not
-            through ``logit(expit(.))``); with ``"probability"``, the
-            probabilities ``expit`` of them, in [0, 1].
+            through ``logit(expit(.))``); with ``"scaled_logit"``, the logits
+            divided by ``logit_scale_``; with ``"probability"``, the
+            probabilities ``expit`` of the logits, in [0, 1].
 
         Raises
         ------
@@ -1516,10 +1576,7 @@ class NoisyORFactorizer(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         """
         self._check_fitted()
         X = self._check_X(X, reset=False)
-        logit_q = self._posterior_logits(X)
-        if self.posterior == "probability":
-            return expit(logit_q)
-        return logit_q
+        return self._output(self._posterior_logits(X))
 
     def score_samples(self, X, *, method="elbo", n_draws=None):
         """Per-row lower bound on log p(x) in nats: the ELBO, or a tighter estimate.
