@@ -66,6 +66,23 @@ def test_noisy_or_vs_lda_cells_are_the_json_means():
         assert row[col["AVI test ELBO"]] == f"{elbo:.2f}"
 
 
+def test_document_features_vs_lsa_cells_are_the_json_means():
+    table = tables.document_features_vs_lsa()
+    col = {h: j for j, h in enumerate(table.header)}
+    with open(ROOT / "benchmarks" / "results" / "bench_features.json") as f:
+        runs = json.load(f)["runs"]
+    body = [r for r in runs if r["corpus"] == "body" and r["K"] == 50]
+    row = next(r for r in table.rows if r[0] == "Reuters bodies" and r[1] == "50")
+    for method, first in (("lsa", "500 labels: LSA"), ("acp", None)):
+        chosen = [r for r in body if r["method"] == method]
+        acc = statistics.fmean(r["headline"]["500"]["accuracy"] for r in chosen)
+        j = col[first] if first else col["500 labels: LSA"] + 1
+        assert row[j] == f"{100 * acc:.1f}"
+    lsa = statistics.fmean(r["fit_seconds"] for r in body if r["method"] == "lsa")
+    acp = statistics.fmean(r["fit_seconds"] for r in body if r["method"] == "acp")
+    assert row[col["ACP fit / LSA fit"]] == f"{acp / lsa:.0f}"
+
+
 def test_relational_tables_cells_are_the_json_statistics():
     table = tables.relational_global()
     col = {h: j for j, h in enumerate(table.header)}
