@@ -108,6 +108,11 @@ _CORPUS_LABELS = {"body": "Reuters bodies", "r8": "R8", "headline": "Reuters hea
                   "tweets": "health tweets"}
 
 
+_FEATURES_COMMAND = ("python benchmarks/bench_features.py --corpora body --components "
+                     "50 100 --seeds 0 1 2, then --corpora r8 headline mnist r52 news "
+                     "--components 50 100 --seeds 0 --resume")
+
+
 def _feature_runs():
     data = load("bench_features")
     groups = {}
@@ -155,8 +160,7 @@ def document_features():
     header = ["corpus", "K", "seeds",
               "20 labels: LSA", "ACP", "AVI", "100 labels: LSA", "ACP", "AVI",
               "all labels: LSA", "raw words", "ACP", "AVI", "fit s: LSA", "ACP"]
-    return Table(header, rows, "python benchmarks/bench_features.py --corpora body r8 "
-                 "headline mnist --components 50 100 --seeds 0 1 2")
+    return Table(header, rows, _FEATURES_COMMAND)
 
 
 def document_features_all_labels():
@@ -183,8 +187,7 @@ def document_features_all_labels():
             rows.append(cells)
     header = ["corpus", "K", "LSA", "LDA", "NMF", "raw words", "ACP", "AVI",
               "fit s LSA", "LDA", "NMF", "ACP", "AVI"]
-    return Table(header, rows, "python benchmarks/bench_features.py --corpora body r8 "
-                 "headline mnist --components 50 100 --seeds 0 1 2")
+    return Table(header, rows, _FEATURES_COMMAND)
 
 
 def document_features_vs_lsa():
@@ -215,8 +218,7 @@ def document_features_vs_lsa():
     for n in labels:
         header += [f"{n} labels: LSA", "ACP"]
     header.append("ACP fit / LSA fit")
-    return Table(header, rows, "python benchmarks/bench_features.py --corpora body r8 "
-                 "headline mnist --components 50 100 --seeds 0 1 2")
+    return Table(header, rows, _FEATURES_COMMAND)
 
 
 def noisy_or_epochs():
