@@ -336,6 +336,14 @@ class BaseVariational(BaseEstimator):
         """A fresh :class:`StoppingRule` for one run (default: the ``tol`` rule)."""
         return StoppingRule(self._stopping_tol(), self.n_iter_no_change)
 
+    def _may_stop(self):
+        """Whether the stopping rule may end the run after this iteration
+        (default: always). False while a schedule of the estimator still
+        changes what an iteration optimizes (the tempering of
+        :class:`~skbinvi.LatentFeatureRelational`): the rule keeps counting,
+        and ends the run at the first iteration where this is True."""
+        return True
+
     def _divergence_hint(self):
         return "Check the input scale, or lower the step sizes."
 
@@ -597,6 +605,7 @@ class BaseVariational(BaseEstimator):
                     msg += f", validation {rule.label} {monitored:.4f}"
                 self._report(f"{msg}, {time.perf_counter() - start:.2f} s")
             finished = rule.update(monitored, best, X_val is not None)
+            finished = finished and self._may_stop()
             if monitored > best:
                 best = monitored
                 if X_val is not None:
