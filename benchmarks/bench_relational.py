@@ -546,7 +546,8 @@ def triples(args):
                              f"alpha={alpha})")
                     rows.setdefault(label, []).append(
                         {"seed": seed, "mean_auc": float(np.nanmean(aucs)),
-                         "alpha": model.alpha_, "n_iter": model.n_iter_,
+                         "alpha": np.ravel(model.alpha_).tolist(),
+                         "n_iter": model.n_iter_,
                          "converged": bool(model.converged_), "skipped": skipped,
                          "seconds": time.perf_counter() - tic})
                     print(f"{name} seed {seed} {label}: mean AUC "
@@ -625,7 +626,7 @@ def global_vs_separate(args):
                     "mean_auc": float(np.nanmean(aucs)),
                     "pooled_auc": _pooled_auc(yt, score),
                     "auc_per_relation": aucs.tolist(), "skipped_relations": skipped,
-                    "alpha": float(getattr(model, "alpha_", model.alpha)),
+                    "alpha_per_relation": np.ravel(model.alpha_).tolist(),
                     "n_active_components": int(model.n_active_components_),
                     "heldout_elbo": float(model.elbo(X[test], yt)),
                     "n_iter": int(model.n_iter_), "seconds": wall,
@@ -643,7 +644,7 @@ def global_vs_separate(args):
                                                  X[te, :2], seed)
                     score[rel == r] = s
                     wall, cpu = wall + w, cpu + c
-                    alphas.append(float(getattr(model, "alpha_", model.alpha)))
+                    alphas.append(float(model.alpha_[0]))
                 aucs, skipped = _mean_auc(yt, score, rel, range(R))
                 # pooled over relations, each relation's scores are on its own
                 # model's scale: pooled AUC of the separate models is only

@@ -313,46 +313,33 @@ def first_fit():
     return Table(header, rows, "python benchmarks/bench_first_fit.py")
 
 
-def _global_runs():
-    """(label, data) of every run of ``bench_relational.py --sections global``
-    kept in the results: the defaults (``bench_relational_global.json``),
-    then the other numbers of features (``..._global_components.json``)."""
-    runs = [("", load("bench_relational_global"))]
-    for run in load("bench_relational_global_components")["runs"]:
-        D = run["params"]["n_components"]
-        runs.append((f", n_components={D}", run))
-    return runs
-
-
 def relational_global():
     """One global model against one model per relation, on the same splits.
 
-    From ``bench_relational_global.json`` (defaults, seeds 0-2) and
-    ``bench_relational_global_components.json`` (more features): the mean of
+    From ``bench_relational_global.json`` (defaults): the mean of
     the per-relation held-out AUCs and the pooled AUC of all held-out pairs,
     mean over the seeds with their range, and CPU seconds per fit (mean over
     the seeds; one model per relation: all of them).
     """
     rows = []
-    for label, run in _global_runs():
-        for name, data in run["data"].items():
-            R = data["n_relations"]
-            N = round((1 + (1 + 4 * data["n_triples"] / R) ** 0.5) / 2)
-            for setting, text in (("global", "one global model"),
-                                  ("single", "one model per relation")):
-                fits = [seed[setting] for seed in data["seeds"] if setting in seed]
-                if not fits:
-                    continue
-                mean = [f["mean_auc"] for f in fits]
-                pooled = [f["pooled_auc"] for f in fits]
-                rows.append([
-                    name, f"{N} x {R}", text + label,
-                    "/".join(str(seed["seed"]) for seed in data["seeds"]
-                             if setting in seed),
-                    f"{_mean(mean):.4f}", f"{min(mean):.4f}-{max(mean):.4f}",
-                    f"{_mean(pooled):.4f}", f"{min(pooled):.4f}-{max(pooled):.4f}",
-                    f"{_mean([f['cpu_seconds'] for f in fits]):.0f}",
-                ])
+    for name, data in load("bench_relational_global")["data"].items():
+        R = data["n_relations"]
+        N = round((1 + (1 + 4 * data["n_triples"] / R) ** 0.5) / 2)
+        for setting, text in (("global", "one global model"),
+                              ("single", "one model per relation")):
+            fits = [seed[setting] for seed in data["seeds"] if setting in seed]
+            if not fits:
+                continue
+            mean = [f["mean_auc"] for f in fits]
+            pooled = [f["pooled_auc"] for f in fits]
+            rows.append([
+                name, f"{N} x {R}", text,
+                "/".join(str(seed["seed"]) for seed in data["seeds"]
+                         if setting in seed),
+                f"{_mean(mean):.4f}", f"{min(mean):.4f}-{max(mean):.4f}",
+                f"{_mean(pooled):.4f}", f"{min(pooled):.4f}-{max(pooled):.4f}",
+                f"{_mean([f['cpu_seconds'] for f in fits]):.0f}",
+            ])
     header = ["data set", "entities x relations", "model", "seeds",
               "mean per-relation AUC", "range", "pooled AUC", "range", "CPU s"]
     return Table(header, rows, "python benchmarks/bench_relational.py --sections "

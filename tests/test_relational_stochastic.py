@@ -47,7 +47,8 @@ def _small_network(monkeypatch, seed=0, N=8, R=2, D=3):
     model._logits = np.where(rng.random_sample((N, D)) < 0.5, -30.0, 30.0)
     model._b = rng.normal(-0.5, 0.3, size=R)
     model._W = rng.normal(0.0, 1.0, size=(R, D, D))
-    model.alpha_ = 1.0  # the ridge in force, as fit sets it
+    # the ridge in force, one per relation as fit sets it
+    model.alpha_ = np.linspace(0.5, 2.0, R)
     store = _PairStore.build(links, np.ones(len(links)), N, R, True)
     return model, store, X, x
 
@@ -576,7 +577,8 @@ def test_newton_weights_maximize_the_weight_objective(diag, monkeypatch):
         i, j, r = lsnd[sel], lrcv[sel], rel[sel]
         eta = b[r] + np.einsum("pd,pde,pe->p", z[i], W[r], z[j])
         g = np.where(xl[sel] > 0.5, log_ndtr(eta), log_ndtr(-eta))
-        return float(wt @ g) - 0.5 * model.alpha_ * float((W**2).sum())
+        ridge = (model.alpha_[:, None, None] * W**2).sum()
+        return float(wt @ g) - 0.5 * float(ridge)
 
     b0, W0 = model._b, model._W
     h = 1e-6

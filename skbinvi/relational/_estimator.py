@@ -269,14 +269,15 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
     alpha : float >= 0 or "auto", default="auto"
         Precision of the Gaussian prior :math:`N(0, 1/\alpha)` on every
         weight (entries of W_r), a ridge penalty; the biases b_r are not
-        penalized. "auto": 1 while the mean number of training pairs per
-        relation is at least 10 times the number of weights per relation
-        (D^2 for full W, D for diagonal) and the mean number of training
-        links per relation at least that number, ``max(10 * weights /
-        pairs, weights / links)`` below (``alpha_``): few entities with
-        many relations, where every weight of W_r rests on a few pairs, and
-        sparse relations, where it rests on a few links, get a stronger
-        ridge. Tune it with ``n_components`` by cross-validation.
+        penalized. "auto", for each relation: 1 while its number of
+        training pairs is at least 10 times the number of weights per
+        relation (D^2 for full W, D for diagonal) and its number of training
+        links at least that number, ``max(10 * weights / pairs, weights /
+        links)`` below (``alpha_``, one value per relation): few entities
+        with many relations, where every weight of W_r rests on a few pairs,
+        and sparse relations, where it rests on a few links, get a stronger
+        ridge, each relation the one a model of it alone would get. Tune it
+        with ``n_components`` by cross-validation.
     n_mc_samples : int, default=10
         "mcvi" and "score": joint samples of q per iteration (or stochastic
         step). The variance of a step falls as 1 / ``n_mc_samples``; the cost
@@ -357,10 +358,10 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         W_r for ``weights="full"``; the diagonals w_r for "diagonal".
     intercept_ : ndarray of shape (``n_relations_``,)
         Biases b_r.
-    alpha_ : float
-        Ridge precision in use: ``alpha``, or the value "auto" chose from
-        the pairs of the last :meth:`fit` (the pairs seen so far for
-        :meth:`partial_fit`).
+    alpha_ : ndarray of shape (``n_relations_``,)
+        Ridge precision of each relation's weights: ``alpha``, or the values
+        "auto" chose from each relation's pairs of the last :meth:`fit` (the
+        pairs seen so far for :meth:`partial_fit`).
     classes_ : ndarray of shape (2,)
         The two labels of y; ``classes_[1]`` means "linked".
     elbo_ : float
@@ -715,42 +716,46 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         self.n_entities_ = n_entities
         self.n_relations_ = n_relations
         n_links = float(x.sum())
-        self.alpha_ = self._auto_alpha(triples.shape[0], n_links)
+        self.alpha_ = self._auto_alpha(triples[:, 2], x)
         self._links_per_pair = max(n_links, 1.0) / x.size
         self._cache = {}
         self._store = None
         return self._fit_loop(triples, x)
 
-    def _auto_alpha(self, n_rows, n_links):
-        """The ridge precision of a fit on ``n_rows`` listed pairs with
-        ``n_links`` links among them.
+    def _auto_alpha(self, rel, x):
+        """The ridge precision of each relation's weights, shape
+        (``n_relations_``,), from the training pairs' relations ``rel`` and
+        labels ``x``.
 
-        ``alpha`` if it is a number. "auto": ``max(1, c F / n, c_l F / l)``
-        with F the weights per relation (D^2, or D for diagonal W), n and l
-        the mean training pairs and links per relation trained on (n =
-        ``n_entities_ (n_entities_ - 1)`` with "nonlinks", every pair being
-        observed), c = ``_AUTO_PAIRS_PER_WEIGHT`` and c_l =
+        ``alpha`` if it is a number. "auto": ``max(1, c F / n_r, c_l F /
+        l_r)`` for relation r, with F the weights per relation (D^2, or D
+        for diagonal W), n_r and l_r the relation's training pairs and links
+        (n_r = ``n_entities_ (n_entities_ - 1)`` with "nonlinks", every pair
+        being observed), c = ``_AUTO_PAIRS_PER_WEIGHT`` and c_l =
         ``_AUTO_LINKS_PER_WEIGHT``. So 1 (the fit is that of ``alpha=1``)
-        while every weight has c pairs and c_l links or more; below that the
-        weights would fit the noise of a handful of pairs each (a global
-        model of 14 entities and 55 relations has 146 pairs per relation in
-        training for 100 weights each), or the few links of a sparse
-        relation (a relation of 3 links among 14,000 pairs: the far
+        while every weight of W_r has c pairs and c_l links or more; below
+        that the weights would fit the noise of a handful of pairs each (a
+        global model of 14 entities and 55 relations has 146 pairs per
+        relation in training for 100 weights each), or the few links of a
+        sparse relation (a relation of 3 links among 14,000 pairs: the far
         non-links say little about W, the links everything), and the ridge
-        grows in proportion.
+        grows in proportion. Each relation's is that of a model of the
+        relation alone: the sparse relations of a global model get a strong
+        ridge without weakening that of its dense ones.
         """
+        R = self.n_relations_
         if self.alpha != "auto":
-            return float(self.alpha)
+            return np.full(R, float(self.alpha))
         D = int(self.n_components)
         F = D if self._diag else D * D
-        n_trained = max(int(self._trained_relations().sum()), 1)
+        links = np.bincount(rel, weights=x, minlength=R)[:R]
         if self.unlisted_pairs == "nonlinks":
-            per_relation = self.n_entities_ * (self.n_entities_ - 1.0)
+            pairs = np.full(R, self.n_entities_ * (self.n_entities_ - 1.0))
         else:
-            per_relation = n_rows / n_trained
-        links = max(n_links / n_trained, 1.0)
-        return float(max(1.0, _AUTO_PAIRS_PER_WEIGHT * F / max(per_relation, 1.0),
-                         _AUTO_LINKS_PER_WEIGHT * F / links))
+            pairs = np.bincount(rel, minlength=R)[:R].astype(np.float64)
+        return np.maximum(1.0, np.maximum(
+            _AUTO_PAIRS_PER_WEIGHT * F / np.maximum(pairs, 1.0),
+            _AUTO_LINKS_PER_WEIGHT * F / np.maximum(links, 1.0)))
 
     def _sizes(self, triples):
         """(number of entities, number of relations) of validated triples."""
@@ -910,7 +915,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         store.source = triples
         self._store = store
         n_links = float(store.x.sum())
-        self.alpha_ = self._auto_alpha(store.n_rows, n_links)
+        self.alpha_ = self._auto_alpha(store.rel, store.x)
         self._links_per_pair = max(n_links, 1.0) / max(store.n_rows, 1)
         self._partial_fit_iteration(triples, x)
         # the iteration's value is the ELBO of the pairs seen so far, at the
@@ -955,13 +960,15 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         return pairs
 
     def _ridge(self):
-        """The ridge precision in force: ``alpha_`` (a state without it,
-        such as a model pickled before "auto" existed, has a numeric
-        ``alpha``; 1 otherwise)."""
+        """The ridge precision of each relation's weights in force, shape
+        (R,): ``alpha_`` (a state without it, such as a model pickled before
+        "auto" existed, has a numeric ``alpha``; 1 otherwise; a scalar
+        ``alpha_`` of an older model applies to every relation)."""
         alpha = getattr(self, "alpha_", None)
         if alpha is None:
             alpha = 1.0 if self.alpha == "auto" else self.alpha
-        return float(alpha)
+        return np.broadcast_to(np.asarray(alpha, dtype=np.float64),
+                               (self._W.shape[0],))
 
     @property
     def _diag(self):
@@ -1482,8 +1489,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         """
         R, D = self._W.shape[0], self.n_components
         F = D + 1 if self._diag else D * D + 1
-        ridge = np.full(F, self._ridge())
-        ridge[0] = 0.0
+        ridge = np.repeat(self._ridge()[:, None], F, axis=1)  # (R, F)
+        ridge[:, 0] = 0.0
 
         def pack(b, W):
             if self._diag:
@@ -1508,7 +1515,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         for r in range(R):
             if H[r, 0, 0] <= 0:
                 continue
-            M = H[r] + np.diag(ridge)
+            M = H[r] + np.diag(ridge[r])
             M[np.diag_indices_from(M)] += 1e-9 * (1.0 + np.abs(np.diagonal(M)).max())
             d[r] = np.clip(np.linalg.solve(M, g[r]), -1.0, 1.0)
         slope0 = float(np.sum(g * d))

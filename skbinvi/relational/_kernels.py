@@ -801,7 +801,9 @@ def weight_system(snd, rcv, rel, q, n_relations, diag, skeys=None, weight=None):
 
 
 def solve_weights(A, rhs0, rhsW, alpha, diag, b, W):
-    """Maximize ``Q_r(w) = w . rhs - 1/2 w^T A_r w - alpha/2 |W_r|^2`` per relation.
+    """Maximize ``Q_r(w) = w . rhs - 1/2 w^T A_r w - alpha_r/2 |W_r|^2`` per relation.
+
+    ``alpha``: a float, or one ridge precision per relation (R,).
 
     ``w = (b_r, W_r)`` in the feature order of :func:`weight_system`; the
     intercept is not penalized. Writes the maximizers into ``b`` (R,) and
@@ -811,11 +813,12 @@ def solve_weights(A, rhs0, rhsW, alpha, diag, b, W):
     """
     R, D = W.shape[0], W.shape[1]
     F = A.shape[1]
-    ridge = np.full(F, float(alpha))
-    ridge[0] = 0.0
+    alphas = np.broadcast_to(np.asarray(alpha, dtype=np.float64), (R,))
     for r in range(R):
         if A[r, 0, 0] <= 0:
             continue
+        ridge = np.full(F, alphas[r])
+        ridge[0] = 0.0
         if diag:
             rhs = np.concatenate([[rhs0[r]], np.diagonal(rhsW[r])])
         else:
