@@ -215,7 +215,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
 
     - ``"mcvi"``: Monte Carlo natural-gradient steps on the logits of q with
       each binary variable summed out exactly ([1]_, [3]_), step size
-      :math:`r_t = (t + 1)^{-0.3}` at iteration t (:math:`(t + 20)^{-0.55}`
+      :math:`r_t = (t + 1)^{-0.3}` at iteration t (:math:`(t + 20)^{-0.8}`
       for stochastic steps; User Guide); the weights take a damped EM
       (minorize-maximize) step of the true ELBO. With R > 1 relations the
       first sweeps temper the likelihood, from one relation's worth of
