@@ -1022,20 +1022,20 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             self._cv_coef = None  # no control variate before a first step
         else:
             pairs = self._pairs(X, y)
+        listed = np.bincount(pairs.rel, minlength=R)
         # relations with training pairs, the R of the tempering
-        self._tempered_relations = int(np.count_nonzero(
-            np.bincount(pairs.rel, minlength=R)))
+        self._tempered_relations = int(np.count_nonzero(listed))
         if self.unlisted_pairs == "nonlinks":
             total = N * (N - 1.0)
-            rate = np.bincount(pairs.rel, minlength=R) / total
+            rate = listed / total
         else:
             rate = np.bincount(pairs.rel, weights=pairs.x, minlength=R) / np.maximum(
-                np.bincount(pairs.rel, minlength=R), 1
+                listed, 1
             )
         floor = 1e-6 if self.unlisted_pairs == "nonlinks" else 1e-3
         rate = np.clip(
             np.where(
-                np.bincount(pairs.rel, minlength=R) > 0,
+                listed > 0,
                 rate,
                 rate.mean() if self.unlisted_pairs == "nonlinks" else pairs.x.mean(),
             ),
