@@ -701,6 +701,54 @@ def test_nonlink_control_variate_has_mean_zero(monkeypatch):
     assert np.abs(draws).max() > 0.1
 
 
+def test_q_moments_updated_row_by_row_equal_recomputed_ones():
+    """_QMoments.update (the rows of a step's centers) leaves q and the sums
+    of the control variate equal to those computed from scratch."""
+    rng = np.random.RandomState(0)
+    logits = rng.normal(0.0, 3.0, size=(500, 6))
+    moments = _estimator._QMoments(logits)
+    for _ in range(50):
+        rows = rng.choice(500, size=40, replace=False)
+        logits[rows] = rng.normal(0.0, 3.0, size=(40, 6))
+        moments.update(rows, expit(logits[rows]))
+    fresh = _estimator._QMoments(logits)
+    assert_array_equal(moments.q, fresh.q)
+    assert_allclose(moments.q_sum, fresh.q_sum, rtol=1e-12)
+    assert_allclose(moments.m_sum, fresh.m_sum, rtol=1e-12)
+    q = expit(logits)
+    assert_allclose(fresh.m_sum, q.T @ q + np.diag((q * (1 - q)).sum(axis=0)))
+
+
+def test_every_step_sees_the_moments_of_the_current_q(monkeypatch):
+    """The control variate of every step of a stochastic epoch gets q and the
+    sums of the current logits (kept step by step, not recomputed), and the
+    fitted model keeps no (N, D) copy of them."""
+    X, _ = make_sparse_relational(300, 4, intercept=-2.5, random_state=0)
+    seen = []
+    original = _kernels.nonlink_control_variate
+
+    def spy(centers, lcen, n_non, partners, prel, q_all, q_sum, m_sum, *args,
+            **kwargs):
+        seen.append((q_all.copy(), q_sum.copy(), m_sum.copy(),
+                     expit(model._logits)))
+        return original(centers, lcen, n_non, partners, prel, q_all, q_sum, m_sum,
+                        *args, **kwargs)
+
+    monkeypatch.setattr(_kernels, "nonlink_control_variate", spy)
+    model = LatentFeatureRelational(
+        4, unlisted_pairs="nonlinks", n_entities=300, batch_size=50, max_iter=2,
+        tol=None, random_state=0,
+    )
+    model.fit(X, np.ones(len(X), dtype=np.int64))
+    assert len(seen) > 10
+    for q_all, q_sum, m_sum, q in seen:
+        assert_array_equal(q_all, q)
+        assert_allclose(q_sum, q.sum(axis=0), rtol=1e-12)
+        assert_allclose(m_sum, q.T @ q + np.diag((q * (1 - q)).sum(axis=0)),
+                        rtol=1e-12)
+    assert getattr(model, "_q_moments", None) is None
+
+
 def test_two_hop_product_equals_the_explicit_matrix():
     """The start's implicit product equals (S + c (S^2 - diag S^2)) @ A."""
     import scipy.sparse as sp

@@ -1130,9 +1130,17 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
                 rng.shuffle(centers)
             else:
                 centers = self._pool(store, rng)
+            # q of every entity and its moments, recomputed once per call and
+            # then kept up to date step by step (_QMoments)
+            self._q_moments = _QMoments(self._logits) if store.nonlinks else None
             B = self._batch() or centers.size
-            for start in range(0, centers.size, B):
-                self._stochastic_step(store, np.sort(centers[start : start + B]), rng)
+            try:
+                for start in range(0, centers.size, B):
+                    self._stochastic_step(
+                        store, np.sort(centers[start : start + B]), rng
+                    )
+            finally:
+                self._q_moments = None  # (N, D): not kept with the model
             self._set_public()
             return self._stochastic_elbo(store)
         pairs = self._pairs(X, y)
@@ -1306,6 +1314,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         )
         n_loc = ents.size
         q = expit(self._logits[ents])
+        moments = getattr(self, "_q_moments", None)
         # a step's uniforms (S n_loc D of them, millions on a large network)
         # come from a PCG64 generator seeded by rng: several times faster than
         # rng's own Mersenne Twister
@@ -1324,6 +1333,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         self._logits[centers] = np.clip(new, -_MAX_LOGIT, _MAX_LOGIT)
         self._visits[centers] += 1
         q[lcen] = expit(self._logits[centers])
+        if moments is not None:
+            moments.update(centers, q[lcen])
         # a damped Newton step of the weights on this step's pairs
         system = self._weight_system(
             store, centers, (lsnd, lrcv, rel, x, w_snd), q, uniforms
@@ -1370,10 +1381,10 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         coef = getattr(self, "_cv_coef", None)
         if blocks is None or coef is None:
             return out
-        q_all = expit(self._logits)
-        q_sum = q_all.sum(axis=0)
-        m_sum = q_all.T @ q_all
-        m_sum[np.diag_indices(D)] += (q_all * (1.0 - q_all)).sum(axis=0)
+        moments = getattr(self, "_q_moments", None)
+        if moments is None:
+            moments = _QMoments(self._logits)
+        q_all, q_sum, m_sum = moments.q, moments.q_sum, moments.m_sum
         W = np.ascontiguousarray(self._W)
         links = (
             (store.out_ptr, store.out_order, store.rcv, W),
@@ -2048,6 +2059,34 @@ def _two_hop_product(S, degree, A):
     diagonal of S^2 is the degree (N, 1))."""
     SA = S @ A
     return SA + _TWO_HOP_WEIGHT * (S @ SA - degree * A)
+
+
+class _QMoments:
+    """q = expit(logits) of every entity, with ``q_sum = sum_i q_i`` (D,) and
+    ``m_sum = sum_i E[z_i z_i^T] = sum_i q_i q_i^T + diag(q_i (1 - q_i))``
+    (D, D), the sums the non-link control variate needs.
+
+    A stochastic step changes the rows of its centers only: :meth:`update`
+    replaces their share of the sums, O(B D^2) for B centers, where
+    recomputing them costs O(N D^2) per step, O(N^2 D^2 / B) per epoch.
+    """
+
+    def __init__(self, logits):
+        self.q = expit(logits)
+        q = self.q
+        self.q_sum = q.sum(axis=0)
+        self.m_sum = q.T @ q
+        self.m_sum[np.diag_indices_from(self.m_sum)] += (q * (1.0 - q)).sum(axis=0)
+
+    def update(self, rows, q_new):
+        """Set the rows ``rows`` (distinct) of q to ``q_new`` and the sums."""
+        q_old = self.q[rows]
+        self.q_sum += q_new.sum(axis=0) - q_old.sum(axis=0)
+        self.m_sum += q_new.T @ q_new - q_old.T @ q_old
+        self.m_sum[np.diag_indices_from(self.m_sum)] += (
+            (q_new * (1.0 - q_new)).sum(axis=0) - (q_old * (1.0 - q_old)).sum(axis=0)
+        )
+        self.q[rows] = q_new
 
 
 def _step_size(t, decay=None, offset=None):
