@@ -110,6 +110,26 @@ def test_pair_keys_index_the_distinct_entity_relation_pairs():
     assert key_ent.size == 4
 
 
+
+@pytest.mark.parametrize("seed", range(4))
+def test_unique_codes_and_counting_argsort_equal_numpy(seed):
+    # the O(P + n) versions of np.unique and a stable argsort that a
+    # stochastic step uses for its local ids and keys: the same arrays
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60))
+    codes = rng.integers(0, n, size=int(rng.integers(0, 200)))
+    uniq, inverse = _kernels.unique_codes(codes, n)
+    ref_uniq, ref_inverse = np.unique(codes, return_inverse=True)
+    assert_array_equal(uniq, ref_uniq)
+    assert_array_equal(inverse, ref_inverse.ravel())
+    assert_array_equal(_kernels.counting_argsort(codes, n),
+                       np.argsort(codes, kind="stable"))
+    ent, rel = rng.integers(0, n, size=codes.size), rng.integers(0, 3, size=codes.size)
+    for fast, slow in zip(_kernels.pair_keys(ent, rel, n, 3),
+                          _kernels.pair_keys(ent, rel, n), strict=True):
+        assert_array_equal(fast, slow)
+        assert fast.dtype == np.int64
+
 def test_hash_uniforms_are_uniform_and_independent():
     q = np.full((200, 5), 0.5)
     z = REF.sample_features(q, 123, 40)  # 40 000 bits

@@ -57,10 +57,13 @@ def test_sample_nonlinks_are_uniform_non_links():
     N, R = 7, 2
     links = np.array([[0, 1, 0], [0, 2, 1], [0, 3, 0], [4, 0, 1]], dtype=np.int64)
     keys = _kernels.link_keys(links[:, 0], links[:, 1], links[:, 2], N, R)
+    store = _PairStore.build(links, np.ones(len(links)), N, R, True)
     m = 60_000
     for as_sender in (True, False):
+        role = ((store.out_ptr, store.out_order, store.rcv) if as_sender
+                else (store.in_ptr, store.in_order, store.snd))
         other, rel = _kernels.sample_nonlinks(
-            np.array([0], dtype=np.int64), np.array([5]), as_sender, m, N, R, keys, 3
+            np.array([0], dtype=np.int64), np.array([5]), m, N, R, *role, store.rel, 3
         )
         assert np.all(other != 0)
         snd, rcv = (np.zeros(m, int), other) if as_sender else (other, np.zeros(m, int))

@@ -1255,16 +1255,13 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             m = _N_NONLINK_SAMPLES
             c = np.repeat(centers, m)
             zeros = np.zeros(c.size)
-            for as_sender, deg in ((True, store.out_deg), (False, store.in_deg)):
+            for as_sender, deg, links in (
+                (True, store.out_deg, (store.out_ptr, store.out_order, store.rcv)),
+                (False, store.in_deg, (store.in_ptr, store.in_order, store.snd)),
+            ):
                 n_non = (N - 1) * R - deg[centers]
                 other, r = _kernels.sample_nonlinks(
-                    centers,
-                    n_non,
-                    as_sender,
-                    m,
-                    N,
-                    R,
-                    store.keys,
+                    centers, n_non, m, N, R, *links, store.rel,
                     int(rng.randint(2**31 - 1)),
                 )
                 weight = np.repeat(n_non / m, m)
@@ -1279,8 +1276,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             for a in (snd, rcv, rel, x, w_snd, w_rcv)
         )
         P = snd.size
-        ents, inv = np.unique(np.concatenate([snd, rcv, centers]), return_inverse=True)
-        inv = inv.astype(np.int64).ravel()
+        # np.unique(..., return_inverse=True), in O(P + N)
+        ents, inv = _kernels.unique_codes(np.concatenate([snd, rcv, centers]), N)
         lsnd, lrcv, lcen = inv[:P], inv[P : 2 * P], inv[2 * P :]
         if not sampled:
             return lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen
@@ -1359,14 +1356,15 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         # is listed for one end): the kernel then reads the rows of the
         # other ends, spread over a large array, in order, and those of
         # the centers, a few, stay in cache
-        order = np.argsort(np.where(w_snd != 0.0, lrcv, lsnd), kind="stable")
+        R = self._b.size
+        order = _kernels.counting_argsort(np.where(w_snd != 0.0, lrcv, lsnd), n_loc)
         ps, pr, pl = lsnd[order], lrcv[order], rel[order]
         _kernels.mcvi_mean_deltas(
             ps,
             pr,
             pl,
-            *_kernels.pair_keys(ps, pl, n_loc),
-            *_kernels.pair_keys(pr, pl, n_loc),
+            *_kernels.pair_keys(ps, pl, n_loc, R),
+            *_kernels.pair_keys(pr, pl, n_loc, R),
             x[order],
             q,
             float(logit(self.feature_prior)),
@@ -1457,11 +1455,11 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         # the centers' sender pairs, in the order of their receivers (rows
         # of a large array read in order, as in _center_deltas)
         sel = np.flatnonzero(w_snd > 0.0)
-        sel = sel[np.argsort(lrcv[sel], kind="stable")]
+        sel = sel[_kernels.counting_argsort(lrcv[sel], n_loc)]
         lsnd, lrcv, rel, x = lsnd[sel], lrcv[sel], rel[sel], x[sel]
         weight = w_snd[sel] * (pool / centers.size)
-        skeys = _kernels.pair_keys(lsnd, rel, n_loc)
-        rkeys = _kernels.pair_keys(lrcv, rel, n_loc)
+        skeys = _kernels.pair_keys(lsnd, rel, n_loc, R)
+        rkeys = _kernels.pair_keys(lrcv, rel, n_loc, R)
         diag = self._diag
 
         class _System:

@@ -52,19 +52,78 @@ def _for_weights(make):
     return make(False), make(True)
 
 
-def pair_keys(ent, rel, n_entities):
+def pair_keys(ent, rel, n_entities, n_relations=None):
     """Distinct (entity, relation) keys of one end of the pairs.
 
     Returns ``key`` (P,) int64, the key of every pair, and ``key_ent``,
-    ``key_rel`` (K,) int64, the entity and relation of every key. O(P log P).
+    ``key_rel`` (K,) int64, the entity and relation of every key, keys in
+    increasing (relation, entity) order. O(P log P); with ``n_relations``
+    (the relations are ``0..n_relations - 1``) O(P + n_entities
+    n_relations) by :func:`unique_codes` (the same arrays), which a
+    stochastic step's local pairs use: there ``n_entities n_relations`` is
+    about the number of pairs.
     """
     code = rel.astype(np.int64) * np.int64(n_entities) + ent
-    uniq, key = np.unique(code, return_inverse=True)
+    if n_relations is None:
+        uniq, key = np.unique(code, return_inverse=True)
+        key = key.astype(np.int64).ravel()
+    else:
+        uniq, key = unique_codes(code, int(n_entities) * int(n_relations))
     return (
-        key.astype(np.int64).ravel(),
+        key,
         (uniq % n_entities).astype(np.int64),
         (uniq // n_entities).astype(np.int64),
     )
+
+
+@njit(nogil=True)
+def unique_codes(codes, n_codes):
+    """``np.unique(codes, return_inverse=True)`` of int64 codes in
+    ``0..n_codes - 1``, in O(P + n_codes) rather than O(P log P).
+
+    Returns ``uniq`` (K,) int64, the distinct codes in increasing order, and
+    ``inverse`` (P,) int64 with ``uniq[inverse] == codes``. For the local ids
+    and keys of a stochastic step, where ``n_codes`` is at most a few times
+    P. Checked against ``np.unique`` in
+    ``test_unique_codes_and_counting_argsort_equal_numpy``.
+    """
+    slot = np.zeros(n_codes, np.int64)
+    for c in codes:
+        slot[c] = 1
+    k = 0
+    for c in range(n_codes):
+        if slot[c]:
+            slot[c] = k
+            k += 1
+        else:
+            slot[c] = -1
+    uniq = np.empty(k, np.int64)
+    for c in range(n_codes):
+        if slot[c] >= 0:
+            uniq[slot[c]] = c
+    inverse = np.empty(codes.shape[0], np.int64)
+    for p in range(codes.shape[0]):
+        inverse[p] = slot[codes[p]]
+    return uniq, inverse
+
+
+@njit(nogil=True)
+def counting_argsort(keys, n_keys):
+    """``np.argsort(keys, kind="stable")`` of int64 keys in ``0..n_keys - 1``,
+    by a counting sort: O(P + n_keys). Checked against NumPy in
+    ``test_unique_codes_and_counting_argsort_equal_numpy``.
+    """
+    start = np.zeros(n_keys + 1, np.int64)
+    for k in keys:
+        start[k + 1] += 1
+    for k in range(n_keys):
+        start[k + 1] += start[k]
+    order = np.empty(keys.shape[0], np.int64)
+    for p in range(keys.shape[0]):
+        k = keys[p]
+        order[start[k]] = p
+        start[k] += 1
+    return order
 
 
 @njit
@@ -953,9 +1012,13 @@ def _flip_terms(i, j, r, x, z, b, fr, kr, fs, ks, sender, receiver, terms, row):
         terms[row, d] = sign * (eta - c if z[i, d] > 0.0 else eta + c)
         c = fs[ks, d] if receiver else 0.0
         terms[row, D + d] = sign * (eta - c if z[j, d] > 0.0 else eta + c)
-    g = log_ndtr(sign * eta)
+    se = sign * eta
+    g = log_ndtr(se)
     for m in range(2 * D):
-        terms[row, m] = log_ndtr(terms[row, m]) - g
+        # a zero field (or an end not asked for) leaves eta as it is: 0
+        # exactly, without evaluating log Phi
+        t = terms[row, m]
+        terms[row, m] = 0.0 if t == se else log_ndtr(t) - g
     for d in range(D):
         # the change from 0 to 1
         terms[row, d] = -terms[row, d] if z[i, d] > 0.0 else terms[row, d]
@@ -1223,14 +1286,19 @@ def gather_ranges(indptr, order, centers):
 
 @njit
 def sample_nonlinks(
-    centers, n_nonlinks, as_sender, m, n_entities, n_relations, keys, seed
+    centers, n_nonlinks, m, n_entities, n_relations, ptr, order, partner, rel_of,
+    seed
 ):
     """``m`` uniform non-link partners of every center entity, by rejection.
 
-    For center i (sender when ``as_sender``, else receiver) draws (j, r)
-    uniformly among the (N - 1) R combinations with j != i and keeps those
-    whose triple ((i, j, r), or (j, i, r)) is not in ``keys`` (sorted codes
-    of the links, :func:`link_keys`), until m are kept: each kept partner is
+    For center i draws (j, r) uniformly among the (N - 1) R combinations
+    with j != i and keeps those that are not among i's links in the role
+    sampled (sender or receiver): the links ``order[ptr[i]:ptr[i + 1]]`` of
+    a CSR-like index of that role, whose other ends are ``partner`` and
+    relations ``rel_of`` (the store's ``out_ptr, out_order, rcv, rel`` for
+    senders, ``in_ptr, in_order, snd, rel`` for receivers), until m are
+    kept. A draw is checked against the center's own few links, which stay
+    in cache, rather than searched among all links. Each kept partner is
     uniform over the center's non-links, so weighing a kept pair by
     (number of non-links of the center) / m gives an unbiased estimate of
     any sum over them (Gopalan et al., NIPS 2012, stratified sampling).
@@ -1254,17 +1322,13 @@ def sample_nonlinks(
             if j >= i:
                 j += 1  # uniform over the entities other than i
             r = np.random.randint(0, R)  # noqa: NPY002 (numba: legacy API)
-            if n_nonlinks[b] <= 0:
-                other[b * m + kept] = j
-                rel[b * m + kept] = r
-                kept += 1
-                continue
-            if as_sender:
-                code = (i * N + j) * R + r
-            else:
-                code = (j * N + i) * R + r
-            pos = np.searchsorted(keys, code)
-            is_link = pos < keys.shape[0] and keys[pos] == code
+            is_link = False
+            if n_nonlinks[b] > 0:
+                for t in range(ptr[i], ptr[i + 1]):
+                    p = order[t]
+                    if partner[p] == j and rel_of[p] == r:
+                        is_link = True
+                        break
             if not is_link:
                 other[b * m + kept] = j
                 rel[b * m + kept] = r
