@@ -1133,6 +1133,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             # q of every entity and its moments, recomputed once per call and
             # then kept up to date step by step (_QMoments)
             self._q_moments = _QMoments(self._logits) if store.nonlinks else None
+            # the steps' large scratch arrays, reused from step to step
+            self._scratch = _Scratch()
             B = self._batch() or centers.size
             try:
                 for start in range(0, centers.size, B):
@@ -1140,7 +1142,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
                         store, np.sort(centers[start : start + B]), rng
                     )
             finally:
-                self._q_moments = None  # (N, D): not kept with the model
+                # (N, D) and scratch: not kept with the model
+                self._q_moments = self._scratch = None
             self._set_public()
             return self._stochastic_elbo(store)
         pairs = self._pairs(X, y)
@@ -1310,13 +1313,16 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             store, centers, rng, sampled=True
         )
         n_loc = ents.size
-        q = expit(self._logits[ents])
         moments = getattr(self, "_q_moments", None)
+        # q of the step's entities: kept by the moments ("nonlinks"), the same
+        # numbers as expit(self._logits[ents])
+        q = expit(self._logits[ents]) if moments is None else moments.q[ents]
         # a step's uniforms (S n_loc D of them, millions on a large network)
         # come from a PCG64 generator seeded by rng: several times faster than
         # rng's own Mersenne Twister
+        scratch = getattr(self, "_scratch", None) or _Scratch()
         uniforms = np.random.default_rng(rng.randint(2**31 - 1)).random(
-            (self.n_mc_samples, n_loc, D))
+            out=scratch.array("uniforms", (self.n_mc_samples, n_loc, D)))
         out = self._center_deltas(
             store, centers, (lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen, blocks),
             q, uniforms,
@@ -1375,6 +1381,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             w_snd[order],
             w_rcv[order],
             out,
+            (getattr(self, "_scratch", None) or _Scratch()).array(
+                "partial", uniforms.shape),
         )
         coef = getattr(self, "_cv_coef", None)
         if blocks is None or coef is None:
@@ -2085,6 +2093,29 @@ class _QMoments:
             (q_new * (1.0 - q_new)).sum(axis=0) - (q_old * (1.0 - q_old)).sum(axis=0)
         )
         self.q[rows] = q_new
+
+
+class _Scratch:
+    """Scratch arrays that the stochastic steps of an epoch reuse.
+
+    A step's uniforms and per-sample sums, (S, n_loc, D) each, are tens of
+    megabytes on a large network: allocated anew at every step, each comes
+    from fresh pages of the operating system, which it zeroes and maps on
+    first touch, a cost comparable to filling the array. ``array(name,
+    shape)`` returns a C-contiguous view of a buffer kept under ``name``,
+    grown when a step needs more; its values are left from earlier steps.
+    """
+
+    def __init__(self):
+        self._buffers = {}
+
+    def array(self, name, shape):
+        size = int(np.prod(shape))
+        buffer = self._buffers.get(name)
+        if buffer is None or buffer.size < size:
+            # with room for the next steps' slightly larger sizes
+            buffer = self._buffers[name] = np.empty(size + size // 4)
+        return buffer[:size].reshape(shape)
 
 
 def _step_size(t, decay=None, offset=None):

@@ -921,6 +921,7 @@ def mcvi_mean_deltas(
     w_snd,
     w_rcv,
     out,
+    partial=None,
 ):
     """Monte Carlo estimate of E_{q_-id}[Delta_id] for every (i, d) at once.
 
@@ -965,10 +966,16 @@ def mcvi_mean_deltas(
     uniforms : float64 array of shape (S, N, D), values in [0, 1)
     w_snd, w_rcv : float64 arrays of shape (P,) or (0,)
     out : float64 array of shape (N, D) (out)
+    partial : float64 array of shape (S, N, D), C-contiguous, optional
+        Scratch for the per-sample sums (its values are overwritten); a new
+        array when None. Stochastic steps pass one that they reuse.
     """
     S, N, D = uniforms.shape
     P = x.shape[0]
-    partial = np.zeros((S, N, D))
+    if partial is None:
+        partial = np.zeros((S, N, D))
+    else:
+        partial[:] = 0.0
     parts = _parts(S, P * (2 * D + 1), _MIN_PARALLEL_WORK)
     Wt = np.ascontiguousarray(W.transpose(0, 2, 1))  # for the receivers' fields
     run_parts(_mcvi_samples[bool(diag)], [
