@@ -192,6 +192,45 @@ def balanced_parts(cumulative, n_parts):
             if hi > lo]
 
 
+def sparse_dot(X, W, min_work):
+    """``X @ W`` for a CSR matrix X and a dense W, on threads when it is large.
+
+    From ``min_work`` multiply-adds (``X.nnz * W.shape[1]``,
+    :func:`parallel_pays`) the rows are split into ranges of equal nnz
+    (:func:`balanced_parts`), each a view of X's arrays (no copy),
+    multiplied by SciPy, which releases the GIL and sums every output entry
+    in the order of the row's stored entries: the result is the same to the
+    last bit as ``X @ W``.
+
+    Parameters
+    ----------
+    X : csr_matrix of shape (B, D)
+    W : ndarray of shape (D, H)
+    min_work : int or float
+        Smallest ``X.nnz * H`` that runs on threads.
+
+    Returns
+    -------
+    ndarray of shape (B, H)
+    """
+    import scipy.sparse as sp
+
+    B, work = X.shape[0], X.nnz * W.shape[1]
+    if not parallel_pays(work, min_work, n_tasks=B):
+        return np.asarray(X @ W)
+    out = np.empty((B, W.shape[1]), dtype=np.result_type(X.dtype, W.dtype))
+
+    def part(lo, hi):
+        a, b = X.indptr[lo], X.indptr[hi]
+        rows = sp.csr_matrix(
+            (X.data[a:b], X.indices[a:b], X.indptr[lo : hi + 1] - a),
+            shape=(hi - lo, X.shape[1]))
+        out[lo:hi] = rows @ W
+
+    run_parts(part, balanced_parts(X.indptr, part_count(work, min_work)))
+    return out
+
+
 def cache_dir():
     """Folder of the package's compiled-kernel cache.
 

@@ -1000,7 +1000,7 @@ def test_each_pass_goes_to_threads_from_its_own_threshold(monkeypatch):
         calls.append(parts)
         return [kernel(*p) for p in parts]
 
-    monkeypatch.setattr(_encoder, "run_parts", recording_run_parts)
+    monkeypatch.setattr(_numba, "run_parts", recording_run_parts)
     H, n_rows = 10, 3000
     width = _encoder.PARALLEL_MIN_WORK // (H * n_rows)  # nnz * H == threshold
     rng = np.random.default_rng(0)

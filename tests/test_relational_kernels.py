@@ -607,3 +607,34 @@ def test_monte_carlo_kernels_do_not_depend_on_threads_or_the_memo(diag, monkeypa
         monkeypatch.setattr(_kernels, "_MEMO_KEYS", keys)
         for a, b in zip(reference, run(), strict=True):
             assert_array_equal(a, b)
+
+
+def test_two_hop_product_on_threads_equals_one_product(monkeypatch):
+    # the start's products with the adjacency go to threads from a threshold,
+    # in row ranges that are views of the matrix: the same numbers
+    import scipy.sparse as sp
+
+    from skbinvi import _numba
+    from skbinvi.relational import _estimator
+
+    rng = np.random.default_rng(0)
+    N = 300
+    S = sp.random(N, N, density=0.05, random_state=1, format="csr")
+    S = ((S + S.T) > 0).astype(float).tocsr()
+    degree = np.asarray(S.sum(axis=1))
+    A = rng.random((N, 4))
+    serial = _estimator._two_hop_product(S, degree, A)
+    calls = []
+
+    def recording_run_parts(kernel, parts):
+        calls.append(len(parts))
+        return [kernel(*p) for p in parts]
+
+    monkeypatch.setattr(_numba, "run_parts", recording_run_parts)
+    monkeypatch.setattr(_numba, "thread_count", lambda: 3)
+    monkeypatch.setattr(_estimator, "_MIN_PARALLEL_PRODUCT", 1)
+    split = _estimator._two_hop_product(S, degree, A)
+    assert calls == [3, 3]
+    assert_array_equal(split, serial)
+    assert_array_equal(split, S @ A + _estimator._TWO_HOP_WEIGHT
+                       * (S @ (S @ A) - degree * A))

@@ -10,15 +10,15 @@ differences in ``tests/test_noisy_or_kernels.py``.
 
 import numpy as np
 
-from .._numba import balanced_parts, parallel_pays, part_count, run_parts
+from .._numba import sparse_dot as _threaded_sparse_dot
 
 # Multiply-adds from which the first layer's sparse product is split into row
-# ranges on threads (scipy's product releases the GIL, but each range is a
-# sliced copy of the batch): measured on two cores (Intel Xeon, 2026-12-04),
-# timing each call of default fits on one thread or two at random, the split
-# product was 1.4 to 3 times slower than one scipy product up to 2.3e6
-# multiply-adds (batches of 4,300 to 22,800 entries, 100 hidden units) and
-# 0.8 times its time at 3.2e6.
+# ranges on threads (scipy's product releases the GIL): measured on two cores
+# (Intel Xeon, 2026-12-04), when each range was a sliced copy of the batch
+# (now a view), timing each call of default fits on one thread or two at
+# random, the split product was 1.4 to 3 times slower than one scipy product
+# up to 2.3e6 multiply-adds (batches of 4,300 to 22,800 entries, 100 hidden
+# units) and 0.8 times its time at 3.2e6.
 PARALLEL_MIN_WORK = 3_000_000
 
 #: Power of the document length by which the encoder's input row is divided:
@@ -78,11 +78,9 @@ def _activation_derivative(h, activation):
 
 
 def sparse_dot(X, W):
-    """``X @ W`` for a CSR matrix X and a dense W, on threads when it is large.
-
-    The rows are split into ranges of equal nnz, each multiplied by scipy
-    (which sums every output entry in the order of the row's stored
-    entries), so the result is the same to the last bit as ``X @ W``.
+    """``X @ W`` for a CSR batch X and a dense W: the first layer's product,
+    on threads from ``PARALLEL_MIN_WORK`` multiply-adds
+    (:func:`skbinvi._numba.sparse_dot`; the same numbers as ``X @ W``).
 
     Parameters
     ----------
@@ -93,17 +91,7 @@ def sparse_dot(X, W):
     -------
     ndarray of shape (B, H)
     """
-    B, work = X.shape[0], X.nnz * W.shape[1]
-    if not parallel_pays(work, PARALLEL_MIN_WORK, n_tasks=B):
-        return np.asarray(X @ W)
-    out = np.empty((B, W.shape[1]), dtype=np.result_type(X.dtype, W.dtype))
-
-    def part(lo, hi):
-        out[lo:hi] = X[lo:hi] @ W
-
-    parts = balanced_parts(X.indptr, part_count(work, PARALLEL_MIN_WORK))
-    run_parts(part, parts)
-    return out
+    return _threaded_sparse_dot(X, W, PARALLEL_MIN_WORK)
 
 
 def forward(X, coefs, intercepts, activation):

@@ -20,6 +20,7 @@ from .._base import (
     StoppingRule,
     single_threaded_blas,
 )
+from .._numba import sparse_dot
 from .._validation import IntInterval
 from . import _kernels
 
@@ -2062,9 +2063,11 @@ def _two_hop_nmf_start(pairs, N, R, D, rng):
 def _two_hop_product(S, degree, A):
     """``M @ A`` for M = S + c (S^2 - diag(S^2)), c = ``_TWO_HOP_WEIGHT``,
     without forming S^2: two sparse products with S (symmetric 0/1, so the
-    diagonal of S^2 is the degree (N, 1))."""
-    SA = S @ A
-    return SA + _TWO_HOP_WEIGHT * (S @ SA - degree * A)
+    diagonal of S^2 is the degree (N, 1)), on threads when large (the same
+    numbers as ``S @ A``)."""
+    SA = sparse_dot(S, A, _MIN_PARALLEL_PRODUCT)
+    S2A = sparse_dot(S, SA, _MIN_PARALLEL_PRODUCT)
+    return SA + _TWO_HOP_WEIGHT * (S2A - degree * A)
 
 
 class _QMoments:
@@ -2146,6 +2149,9 @@ _MONITOR_SIZE = (20_000, 200_000)
 _TWO_HOP_WEIGHT = 0.1
 _TWO_HOP_ITERATIONS = 100
 _TWO_HOP_TOL = 1e-3
+# multiply-adds of a sparse product of the start from which it runs on
+# threads: the noisy-OR encoder's threshold for the same product
+_MIN_PARALLEL_PRODUCT = 3_000_000
 
 
 def _stratified_standard_error(terms, is_link, weight):
