@@ -1329,7 +1329,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             q, uniforms,
         )
         if blocks is not None:
-            self._fit_control_variate(lsnd, lrcv, rel, x, q)
+            self._fit_control_variate(lsnd, lrcv, rel, x, q, uniforms)
         step = _step_size(self._visits[centers], offset=_STOCHASTIC_OFFSET)
         new = (1.0 - step[:, None]) * self._logits[centers] + step[:, None] * out[
             lcen
@@ -1409,15 +1409,25 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             )
         return out
 
-    def _fit_control_variate(self, lsnd, lrcv, rel, x, q):
+    def _fit_control_variate(self, lsnd, lrcv, rel, x, q, uniforms):
         """Coefficients (R, 2) of the quadratic ``h(eta) = h1 eta + h2 eta^2``
         of the non-link control variate, for the next step.
 
-        Least squares of the non-link log-likelihood ``log Phi(-eta)`` on
-        (1, eta, eta^2) at eta = m, m +- s of this step's non-links (up to
-        ``_CV_FIT_PAIRS`` of them; m, s
-        the mean and standard deviation of their eta under q), per
-        relation. Fitted on this step and used in the next, the
+        What the control variate replaces is a flip term, ``g(eta_on) -
+        g(eta_off)`` with ``g(eta) = log Phi(-eta)`` and ``eta_on = eta_off +
+        c`` the linear predictor of a sampled non-link with one feature of an
+        end switched on and off (c = (W_r z_j)_d for the sender's feature d,
+        (W_r^T z_i)_d for the receiver's). So h is fitted, per relation, by
+        least squares of those terms on ``h(eta_on) - h(eta_off) = h1 c + h2
+        (eta_on^2 - eta_off^2)``, over the flips with c != 0 of up to
+        ``_CV_FIT_PAIRS`` of this step's non-links in its first joint sample.
+        A quadratic fitted to g itself around the non-links' mean eta (most
+        non-links share no feature with their ends, so eta sits near the
+        intercept) follows g where the flips change nothing and misses its
+        curvature between that eta and the eta of a shared feature, where
+        the rare large terms of the sampled sum are: those terms' noise,
+        which grows with (entities) / (sampled non-links), is what the
+        control variate must cancel. Fitted on this step and used in the next, the
         coefficients do not depend on the next step's samples, which keeps
         that step's estimates unbiased.
         """
@@ -1427,20 +1437,27 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         non = np.flatnonzero(x < 0.5)
         non = non[:: max(1, non.size // _CV_FIT_PAIRS)]
         ls, lr, rl = lsnd[non], lrcv[non], rel[non]
-        mean, var = np.empty(ls.size), np.empty(ls.size)
-        _kernels.pair_mean_and_variance(
-            ls, lr, rl, q, self._b, self._W, self._diag, mean, var
-        )
-        sd = np.sqrt(var)
+        zi = (uniforms[0, ls] < q[ls]).astype(np.float64)  # (P, D)
+        zj = (uniforms[0, lr] < q[lr]).astype(np.float64)
+        W = self._W[rl]  # (P, D, D)
+        fr = np.einsum("pde,pe->pd", W, zj)  # flips of the sender's features
+        fs = np.einsum("pde,pd->pe", W, zi)  # ... and of the receiver's
+        eta = self._b[rl] + np.einsum("pd,pd->p", zi, fr)
+        # both ends' flips, (P, 2 D): eta with the feature off, and its change
+        c = np.concatenate([fr, fs], axis=1)
+        off = eta[:, None] - np.concatenate([zi, zj], axis=1) * c
+        keep = c != 0.0
+        r_of = np.broadcast_to(rl[:, None], c.shape)[keep]
+        c, off = c[keep], off[keep]
+        on = off + c
+        target = log_ndtr(-on) - log_ndtr(-off)
+        basis = np.column_stack([c, on**2 - off**2])
         coef = np.zeros((R, 2))
         for r in range(R):
-            sel = rl == r
+            sel = r_of == r
             if sel.sum() < 3:
                 continue
-            eta = np.concatenate([mean[sel] - sd[sel], mean[sel], mean[sel] + sd[sel]])
-            basis = np.column_stack([np.ones_like(eta), eta, eta**2])
-            sol = np.linalg.lstsq(basis, log_ndtr(-eta), rcond=None)[0]
-            coef[r] = sol[1:]
+            coef[r] = np.linalg.lstsq(basis[sel], target[sel], rcond=None)[0]
         self._cv_coef = coef
 
     def _weight_system(self, store, centers, local, q, uniforms):
