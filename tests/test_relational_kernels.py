@@ -129,6 +129,12 @@ def test_unique_codes_and_counting_argsort_equal_numpy(seed):
                           _kernels.pair_keys(ent, rel, n), strict=True):
         assert_array_equal(fast, slow)
         assert fast.dtype == np.int64
+    # both ways of unique_inverse: counting, and sorting for a wide span
+    for span in (n, 10**9):
+        uniq, inverse = _kernels.unique_inverse(codes, span)
+        assert_array_equal(uniq, ref_uniq)
+        assert_array_equal(inverse, ref_inverse.ravel())
+        assert inverse.dtype == np.int64
 
 def test_hash_uniforms_are_uniform_and_independent():
     q = np.full((200, 5), 0.5)

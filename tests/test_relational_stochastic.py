@@ -150,6 +150,10 @@ def test_fitted_control_variate_cuts_the_noise_of_sampled_nonlinks(monkeypatch):
     lsnd, lrcv, rel, xl, ents = local[0], local[1], local[2], local[3], local[6]
     model._fit_control_variate(lsnd, lrcv, rel, xl, q[ents], u[:, ents])
     fitted = model._cv_coef.copy()
+    # the pairs' weights gathered a few pairs at a time: the same fit
+    monkeypatch.setattr(_estimator, "_CV_GATHER_ENTRIES", 7 * D * D)
+    model._fit_control_variate(lsnd, lrcv, rel, xl, q[ents], u[:, ents])
+    assert_array_equal(model._cv_coef, fitted)
     centers = np.array([3, 100, 250, 401])
     draws = {}
     for name, coef in (("none", None), ("fitted", fitted)):

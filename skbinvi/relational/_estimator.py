@@ -107,6 +107,8 @@ _N_NONLINK_SAMPLES = 50
 # ... and the most of a step's sampled non-links on which the quadratic of
 # their control variate is fitted (for the next step)
 _CV_FIT_PAIRS = 10_000
+# ... whose weights W_r are gathered at most this many entries (32 MB) at a time
+_CV_GATHER_ENTRIES = 2**22
 
 
 class _Pairs:
@@ -1280,8 +1282,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             for a in (snd, rcv, rel, x, w_snd, w_rcv)
         )
         P = snd.size
-        # np.unique(..., return_inverse=True), in O(P + N)
-        ents, inv = _kernels.unique_codes(np.concatenate([snd, rcv, centers]), N)
+        # np.unique(..., return_inverse=True), in O(P + N) unless N >> P
+        ents, inv = _kernels.unique_inverse(np.concatenate([snd, rcv, centers]), N)
         lsnd, lrcv, lcen = inv[:P], inv[P : 2 * P], inv[2 * P :]
         if not sampled:
             return lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen
@@ -1439,9 +1441,17 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         ls, lr, rl = lsnd[non], lrcv[non], rel[non]
         zi = (uniforms[0, ls] < q[ls]).astype(np.float64)  # (P, D)
         zj = (uniforms[0, lr] < q[lr]).astype(np.float64)
-        W = self._W[rl]  # (P, D, D)
-        fr = np.einsum("pde,pe->pd", W, zj)  # flips of the sender's features
-        fs = np.einsum("pde,pd->pe", W, zi)  # ... and of the receiver's
+        # the fields W_r z_j (flips of the sender's features) and W_r^T z_i
+        # (the receiver's), with the pairs' weights gathered a chunk at a
+        # time (at most _CV_GATHER_ENTRIES of them)
+        D = zi.shape[1]
+        fr, fs = np.empty_like(zi), np.empty_like(zi)
+        chunk = max(1, _CV_GATHER_ENTRIES // (D * D))
+        for lo in range(0, rl.size, chunk):
+            part = slice(lo, lo + chunk)
+            W = self._W[rl[part]]  # (chunk, D, D)
+            fr[part] = np.einsum("pde,pe->pd", W, zj[part])
+            fs[part] = np.einsum("pde,pd->pe", W, zi[part])
         eta = self._b[rl] + np.einsum("pd,pd->p", zi, fr)
         # both ends' flips, (P, 2 D): eta with the feature off, and its change
         c = np.concatenate([fr, fs], axis=1)

@@ -58,22 +58,38 @@ def pair_keys(ent, rel, n_entities, n_relations=None):
     Returns ``key`` (P,) int64, the key of every pair, and ``key_ent``,
     ``key_rel`` (K,) int64, the entity and relation of every key, keys in
     increasing (relation, entity) order. O(P log P); with ``n_relations``
-    (the relations are ``0..n_relations - 1``) O(P + n_entities
-    n_relations) by :func:`unique_codes` (the same arrays), which a
-    stochastic step's local pairs use: there ``n_entities n_relations`` is
-    about the number of pairs.
+    (the relations are ``0..n_relations - 1``) by :func:`unique_inverse`
+    (the same arrays), in O(P + n_entities n_relations) when that is at
+    most a few times P, as for a stochastic step's local pairs.
     """
     code = rel.astype(np.int64) * np.int64(n_entities) + ent
     if n_relations is None:
         uniq, key = np.unique(code, return_inverse=True)
         key = key.astype(np.int64).ravel()
     else:
-        uniq, key = unique_codes(code, int(n_entities) * int(n_relations))
+        uniq, key = unique_inverse(code, int(n_entities) * int(n_relations))
     return (
         key,
         (uniq % n_entities).astype(np.int64),
         (uniq // n_entities).astype(np.int64),
     )
+
+
+# codes per listed code up to which unique_inverse counts rather than sorts
+_COUNTING_SPAN = 16
+
+
+def unique_inverse(codes, n_codes):
+    """``np.unique(codes, return_inverse=True)`` of int64 codes in
+    ``0..n_codes - 1``, with an int64 flat inverse: by counting
+    (:func:`unique_codes`, O(P + n_codes)) unless ``n_codes`` exceeds
+    ``_COUNTING_SPAN`` times the number of codes, then by sorting (O(P log
+    P), and no (n_codes,) array)."""
+    if n_codes <= _COUNTING_SPAN * codes.shape[0] + 4096:
+        return unique_codes(codes, n_codes)
+    uniq, inverse = np.unique(codes, return_inverse=True)
+    return uniq, inverse.astype(np.int64).ravel()
+
 
 
 @njit(nogil=True)
