@@ -360,6 +360,8 @@ def test_few_sampled_nonlinks_suffice_with_the_control_variate(monkeypatch):
     labels = np.r_[np.ones(int(held.sum())), np.zeros(len(non))]
     auc = {}
     default = _estimator._N_NONLINK_SAMPLES
+    # the features' steps on the sampled non-links, not on the patterns
+    monkeypatch.setattr(_estimator, "_PATTERN_MAX_COMPONENTS", 0)
     for m in (5, default):
         monkeypatch.setattr(_estimator, "_N_NONLINK_SAMPLES", m)
         model = LatentFeatureRelational(D, unlisted_pairs="nonlinks", n_entities=N,
@@ -737,6 +739,120 @@ def test_nonlink_control_variate_matches_enumeration(transpose, monkeypatch):
     assert_array_equal(split, out)
 
 
+@pytest.mark.parametrize("diag", [False, True])
+def test_pattern_nonlink_deltas_match_enumeration(diag, monkeypatch):
+    """The non-link sums over feature patterns: for every center and sample,
+    the tables over the population's patterns minus the center and its
+    listed partners equal the sum over every non-link (j != i, every
+    relation, not listed, in both roles) of g(eta^{id=1}) - g(eta^{id=0}),
+    g = log Phi(-eta), each j with its pattern in the population sample,
+    averaged over the samples; the same numbers in parts (threads)."""
+    from scipy.special import log_ndtr
+
+    N, R, D, S = 9, 2, 3, 4
+    rng = np.random.RandomState(7)
+    X, x = _complete(N, R, np.zeros((0, 3), dtype=np.int64))
+    links = X[rng.random_sample(x.size) < 0.3]
+    store = _PairStore.build(links, np.ones(len(links)), N, R, True)
+    b, W = rng.normal(size=R), rng.normal(size=(R, D, D))
+    if diag:
+        W = W * np.eye(D)
+    population = _kernels.pattern_codes(rng.random_sample((N, D)) < 0.5)
+    counts = np.bincount(population, minlength=2**D).astype(np.float64)
+    codes = np.flatnonzero(counts)
+    centers = np.array([0, 4, 8])
+    lcen = np.array([2, 0, 1])
+    z = rng.random_sample((S, centers.size, D)) < 0.5
+    a_codes = np.ascontiguousarray(_kernels.pattern_codes(z).T)
+    table_codes = np.unique(a_codes)
+    snd_t, rcv_t = np.empty((table_codes.size, D)), np.empty((table_codes.size, D))
+    _kernels.pattern_flip_sums(table_codes, *_kernels.pattern_fields(codes, W),
+                               counts[codes], b, snd_t, rcv_t)
+    rows = np.searchsorted(table_codes, a_codes)
+    out = np.zeros((3, D))
+    _kernels.pattern_nonlink_deltas(
+        centers, lcen, a_codes, rows, snd_t, rcv_t, population, store.out_ptr,
+        store.out_order, store.rcv, store.in_ptr, store.in_order, store.snd,
+        store.rel, b, W, out)
+
+    bits = (population[:, None] >> np.arange(D)) & 1
+    linked = {tuple(t) for t in links}
+    expected = np.zeros((3, D))
+    for k, i in enumerate(centers):
+        for s in range(S):
+            zi = z[s, k].astype(float)
+            for d in range(D):
+                z1, z0 = zi.copy(), zi.copy()
+                z1[d], z0[d] = 1.0, 0.0
+                total = 0.0
+                for j in range(N):
+                    for r in range(R):
+                        zj = bits[j]
+                        if j != i and (i, j, r) not in linked:
+                            total += (log_ndtr(-(b[r] + z1 @ W[r] @ zj))
+                                      - log_ndtr(-(b[r] + z0 @ W[r] @ zj)))
+                        if j != i and (j, i, r) not in linked:
+                            total += (log_ndtr(-(b[r] + zj @ W[r] @ z1))
+                                      - log_ndtr(-(b[r] + zj @ W[r] @ z0)))
+                expected[lcen[k], d] += total / S
+    assert_allclose(out, expected, rtol=1e-10, atol=1e-10)
+
+    monkeypatch.setattr(_kernels, "_parts", lambda n, work, least: [(0, 1), (1, n)])
+    split_snd, split_rcv = np.empty_like(snd_t), np.empty_like(rcv_t)
+    _kernels.pattern_flip_sums(table_codes, *_kernels.pattern_fields(codes, W),
+                               counts[codes], b, split_snd, split_rcv)
+    assert_array_equal(split_snd, snd_t)
+    split = np.zeros((3, D))
+    _kernels.pattern_nonlink_deltas(
+        centers, lcen, a_codes, rows, snd_t, rcv_t, population, store.out_ptr,
+        store.out_order, store.rcv, store.in_ptr, store.in_order, store.snd,
+        store.rel, b, W, split)
+    assert_array_equal(split, out)
+
+
+@pytest.mark.parametrize("diag", [False, True])
+def test_pattern_nonlink_deltas_equal_the_full_sweep(diag, monkeypatch):
+    """With q at 0 or 1 (every joint sample the same), a step's features'
+    estimates from the population's feature patterns equal the full sweep's
+    over every pair of the complete network: the non-links are summed
+    exactly, not sampled, whatever the sampled non-links of the step."""
+    from scipy.special import logit, ndtr
+
+    N, D, b = 300, 3, -3.0
+    rng = np.random.RandomState(0)
+    Z = rng.random_sample((N, D)) < 0.3
+    i, j = np.nonzero(~np.eye(N, dtype=bool))
+    link = rng.random_sample(i.size) < ndtr(b + 2.0 * (Z[i] & Z[j]).sum(axis=1))
+    links = np.column_stack([i[link], j[link], np.zeros(link.sum(), dtype=int)])
+    model = LatentFeatureRelational(D, unlisted_pairs="nonlinks", n_entities=N,
+                                    weights="diagonal" if diag else "full",
+                                    random_state=0)
+    model.n_entities_, model.n_relations_ = N, 1
+    model._partial = False
+    model._logits = np.where(Z, 30.0, -30.0)
+    W = rng.normal(size=(1, D, D))
+    model._b, model._W = np.array([b]), W * np.eye(D) if diag else W
+    store = _PairStore.build(links, np.ones(len(links)), N, 1, True)
+    q = expit(model._logits)
+    u = np.random.RandomState(1).random_sample((2, N, D))
+    X, x = _complete(N, 1, links)
+    full = np.empty((N, D))
+    _kernels.mcvi_mean_deltas(
+        X[:, 0], X[:, 1], X[:, 2], *_kernels.pair_keys(X[:, 0], X[:, 2], N),
+        *_kernels.pair_keys(X[:, 1], X[:, 2], N), x, q,
+        float(logit(model.feature_prior)), model._b, model._W, diag, u,
+        _kernels.NO_WEIGHT, _kernels.NO_WEIGHT, full)
+    model._patterns = _estimator._PatternNonlinks(q, model._b, model._W,
+                                                  np.random.RandomState(2))
+    centers = np.array([3, 100, 250, 299])
+    for seed in (3, 4):
+        local = model._local_pairs(store, centers, np.random.RandomState(seed),
+                                   sampled=True)
+        ents, lcen = local[6], local[7]
+        out = model._center_deltas(store, centers, local, q[ents], u[:, ents])
+        assert_allclose(out[lcen], full[centers], rtol=1e-9, atol=1e-8)
+
+
 def test_nonlink_control_variate_has_mean_zero(monkeypatch):
     """With random q, the correction of the control variate averages to zero
     over the samples of z and the sampled non-links (so it adds no bias),
@@ -798,6 +914,8 @@ def test_every_step_sees_the_moments_of_the_current_q(monkeypatch):
                         *args, **kwargs)
 
     monkeypatch.setattr(_kernels, "nonlink_control_variate", spy)
+    # sampled non-links (the control variate's path) at any number of features
+    monkeypatch.setattr(_estimator, "_PATTERN_MAX_COMPONENTS", 0)
     model = LatentFeatureRelational(
         4, unlisted_pairs="nonlinks", n_entities=300, batch_size=50, max_iter=2,
         tol=None, random_state=0,

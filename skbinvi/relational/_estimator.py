@@ -104,6 +104,13 @@ _N_ELBO_SAMPLES = 32
 # receiver) in a stochastic step, each weighted by (the entity's non-links) /
 # _N_NONLINK_SAMPLES.
 _N_NONLINK_SAMPLES = 50
+# ... but with at most this many features, the features' sums over the
+# non-links are exact over one joint sample of every entity's features
+# (_PatternNonlinks: at most 2^D patterns); the sampled non-links then serve
+# the weights' steps only. Its tables are recomputed after the weights have
+# moved by this much (the sum of the steps' largest changes).
+_PATTERN_MAX_COMPONENTS = 16
+_PATTERN_REFRESH_MOVE = 0.05
 # ... and the most of a step's sampled non-links on which the quadratic of
 # their control variate is fitted (for the next step)
 _CV_FIT_PAIRS = 10_000
@@ -1136,6 +1143,13 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             # q of every entity and its moments, recomputed once per call and
             # then kept up to date step by step (_QMoments)
             self._q_moments = _QMoments(self._logits) if store.nonlinks else None
+            # the non-links' exact sums over a sample of every entity's features
+            # (few features: few patterns), else sampled non-links
+            self._patterns = (
+                _PatternNonlinks(self._q_moments.q, self._b, self._W, rng)
+                if store.nonlinks and self.n_components <= _PATTERN_MAX_COMPONENTS
+                else None
+            )
             # the steps' large scratch arrays, reused from step to step
             self._scratch = _Scratch()
             B = self._batch() or centers.size
@@ -1146,7 +1160,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
                     )
             finally:
                 # (N, D) and scratch: not kept with the model
-                self._q_moments = self._scratch = None
+                self._q_moments = self._scratch = self._patterns = None
             self._set_public()
             return self._stochastic_elbo(store)
         pairs = self._pairs(X, y)
@@ -1307,9 +1321,12 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         ``_N_NONLINK_SAMPLES`` sampled non-links per center and role with
         weight (its number of non-links) / (number sampled); the Monte Carlo
         kernel of "mcvi" then estimates the centers' coordinate optima
-        without bias. The weights then take a damped Newton step on the
-        gradient and curvature estimated from the centers' sender pairs
-        (:meth:`_weight_system`, :meth:`_newton_weights`).
+        without bias. With few features (``_PatternNonlinks``) the
+        features' estimates take the non-links' sums exactly over the
+        population's feature patterns instead, and the sampled non-links
+        serve the weights only. The weights then take a damped Newton step
+        on the gradient and curvature estimated from the centers' sender
+        pairs (:meth:`_weight_system`, :meth:`_newton_weights`).
         """
         D = self.n_components
         lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen, blocks = self._local_pairs(
@@ -1330,7 +1347,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             store, centers, (lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen, blocks),
             q, uniforms,
         )
-        if blocks is not None:
+        patterns = getattr(self, "_patterns", None)
+        if blocks is not None and patterns is None:
             self._fit_control_variate(lsnd, lrcv, rel, x, q, uniforms)
         step = _step_size(self._visits[centers], offset=_STOCHASTIC_OFFSET)
         new = (1.0 - step[:, None]) * self._logits[centers] + step[:, None] * out[
@@ -1345,7 +1363,11 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         system = self._weight_system(
             store, centers, (lsnd, lrcv, rel, x, w_snd), q, uniforms
         )
-        self._newton_weights(system, _step_size(self._step, offset=_STOCHASTIC_OFFSET))
+        moved = self._newton_weights(
+            system, _step_size(self._step, offset=_STOCHASTIC_OFFSET))
+        if patterns is not None:
+            patterns.resample(centers, q[lcen])
+            patterns.moved += moved
         self._step += 1
 
     def _center_deltas(self, store, centers, local, q, uniforms):
@@ -1355,12 +1377,22 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         from :meth:`_local_pairs` with ``sampled=True``; ``q`` and
         ``uniforms`` of its local entities), plus, with "nonlinks" and a
         fitted control variate (``_cv_coef``), the zero-mean correction of
-        :func:`_kernels.nonlink_control_variate` for each role. Returns
-        (n_loc, D); rows of the centers are the estimates.
+        :func:`_kernels.nonlink_control_variate` for each role; or, with the
+        epoch's feature patterns (``_patterns``), the listed pairs through
+        the kernel and the non-links' exact sums over the patterns
+        (:meth:`_PatternNonlinks.add_nonlink_deltas`). Returns (n_loc, D);
+        rows of the centers are the estimates.
         """
         lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen, blocks = local
         n_loc, D = q.shape
         out = np.empty((n_loc, D))
+        patterns = getattr(self, "_patterns", None)
+        if patterns is not None:
+            # the listed pairs only (they come first): the non-links' sums
+            # are added below, exactly over the population's patterns
+            k = lsnd.size - 2 * centers.size * _N_NONLINK_SAMPLES
+            lsnd, lrcv, rel, x, w_snd, w_rcv = (
+                a[:k] for a in (lsnd, lrcv, rel, x, w_snd, w_rcv))
         # the pairs in the order of their other end than the center's (each
         # is listed for one end): the kernel then reads the rows of the
         # other ends, spread over a large array, in order, and those of
@@ -1387,6 +1419,11 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             (getattr(self, "_scratch", None) or _Scratch()).array(
                 "partial", uniforms.shape),
         )
+        if patterns is not None:
+            patterns.add_nonlink_deltas(
+                store, centers, lcen, uniforms[:, lcen] < q[lcen], self._b, self._W,
+                out)
+            return out
         coef = getattr(self, "_cv_coef", None)
         if blocks is None or coef is None:
             return out
@@ -2123,6 +2160,83 @@ class _QMoments:
             (q_new * (1.0 - q_new)).sum(axis=0) - (q_old * (1.0 - q_old)).sum(axis=0)
         )
         self.q[rows] = q_new
+
+
+class _PatternNonlinks:
+    """The non-links' sums of a stochastic epoch, exact over one joint
+    sample of every entity's features ("nonlinks" with few features).
+
+    ``current`` (N,) holds a pattern code (:func:`_kernels.pattern_codes`)
+    of every entity, drawn from its q at the start of the epoch and redrawn
+    for the centers after each step. The tables of a center's sums over
+    every other entity (:func:`_kernels.pattern_flip_sums`) are computed
+    from a snapshot of it (``population``, its distinct patterns and their
+    counts) and kept per center pattern until the snapshot is refreshed:
+    once an eighth of the entities have been redrawn or the weights have
+    moved by ``_PATTERN_REFRESH_MOVE`` (sum of the steps' largest changes)
+    since. A center's non-link sum is its table row minus the terms of
+    itself and of its listed partners, in the snapshot
+    (:func:`_kernels.pattern_nonlink_deltas`): the sampled non-links'
+    noise, which grows with (entities) / sqrt(sampled non-links), is gone;
+    what is left is the noise of one draw of every other entity.
+    """
+
+    def __init__(self, q, b, W, rng):
+        self._rng = np.random.default_rng(rng.randint(2**31 - 1))
+        self.current = _kernels.pattern_codes(self._rng.random(q.shape) < q)
+        self.n_codes = 2 ** q.shape[1]
+        self.refresh(b, W)
+
+    def resample(self, rows, q_rows):
+        """Redraw the patterns of the entities ``rows`` from their new q."""
+        self.current[rows] = _kernels.pattern_codes(
+            self._rng.random(q_rows.shape) < q_rows)
+        self.redrawn += rows.size
+
+    def refresh(self, b, W):
+        """Snapshot ``current``; forget the tables."""
+        self.population = self.current.copy()
+        counts = np.bincount(self.population, minlength=self.n_codes)
+        counts[0] = 0  # an entity without features adds no flip term
+        codes = np.flatnonzero(counts)
+        self.counts = counts[codes].astype(np.float64)
+        self.fields = _kernels.pattern_fields(codes, W)
+        self.b, self.W = b.copy(), np.array(W, order="C")
+        D = W.shape[1]
+        self.codes = np.zeros(0, dtype=np.int64)
+        self.table_snd = np.zeros((0, D))
+        self.table_rcv = np.zeros((0, D))
+        self.redrawn, self.moved = 0, 0.0
+
+    def rows(self, a_codes):
+        """Rows of the tables for the center codes ``a_codes``, adding the
+        codes not yet in the tables."""
+        new = np.unique(a_codes)
+        new = new[~np.isin(new, self.codes)]
+        if new.size:
+            D = self.table_snd.shape[1]
+            snd, rcv = np.empty((new.size, D)), np.empty((new.size, D))
+            _kernels.pattern_flip_sums(new, *self.fields, self.counts, self.b, snd,
+                                       rcv)
+            codes = np.concatenate([self.codes, new])
+            order = np.argsort(codes, kind="stable")
+            self.codes = codes[order]
+            self.table_snd = np.concatenate([self.table_snd, snd])[order]
+            self.table_rcv = np.concatenate([self.table_rcv, rcv])[order]
+        return np.searchsorted(self.codes, a_codes)
+
+    def add_nonlink_deltas(self, store, centers, lcen, z, b, W, out):
+        """Add the centers' non-link sums (mean over the samples ``z``
+        (S, B, D) of their features) to ``out`` (rows ``lcen``)."""
+        if (self.redrawn * 8 >= self.current.size
+                or self.moved >= _PATTERN_REFRESH_MOVE):
+            self.refresh(b, W)
+        a_codes = np.ascontiguousarray(_kernels.pattern_codes(z).T)  # (B, S)
+        rows = self.rows(a_codes)
+        _kernels.pattern_nonlink_deltas(
+            centers, lcen, a_codes, rows, self.table_snd, self.table_rcv,
+            self.population, store.out_ptr, store.out_order, store.rcv,
+            store.in_ptr, store.in_order, store.snd, store.rel, self.b, self.W, out)
 
 
 class _Scratch:

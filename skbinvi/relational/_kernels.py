@@ -1548,3 +1548,170 @@ def _nonlink_cv_range(lo, hi, centers, lcen, n_nonlinks, partners, partner_rel,
                         h1[r] + h2[r] * (2.0 * eta + (1.0 - 2.0 * zi[s, d]) * c[d]))
         for d in range(D):
             out[li, d] += corr[d] / S
+
+
+# ------------------------------------------- non-link sums over feature patterns
+#
+# A center's non-links are every other entity in every relation but its listed
+# partners. Given one joint sample of every entity's features (a "pattern", the
+# bits of z_j as an integer code), the sum of a center's flip terms over all of
+# them depends on the other ends only through how many entities hold each
+# pattern: sum over the patterns p present, times their counts, minus the center
+# itself and its listed partners. With few features the patterns are few (at
+# most 2^D), so the sum over a million non-links costs a few hundred terms.
+
+
+def pattern_codes(z):
+    """Integer codes ``sum_d z[..., d] 2^d`` of binary samples ``z`` (..., D),
+    D <= 62, as int64 (...)."""
+    D = z.shape[-1]
+    return (z.astype(np.int64) << np.arange(D, dtype=np.int64)).sum(axis=-1)
+
+
+def pattern_fields(codes, W):
+    """Fields of patterns: ``(W_r p, W_r^T p)`` for every relation r and
+    pattern code p of ``codes`` (P,), two float64 arrays of shape (R, P, D)."""
+    D = W.shape[1]
+    bits = ((codes[:, None] >> np.arange(D, dtype=np.int64)) & 1).astype(np.float64)
+    return (np.ascontiguousarray(np.einsum("rde,pe->rpd", W, bits)),
+            np.ascontiguousarray(np.einsum("red,pe->rpd", W, bits)))
+
+
+@njit(inline="always")
+def _add_pattern_flips(a, f, b, n, out):
+    """``out[d] += n (g(eta^{d=1}) - g(eta^{d=0}))`` for the non-link of a
+    center with features ``a`` (code) and a partner whose field is ``f``
+    (D,): eta = b + sum_{d in a} f_d, g(eta) = log Phi(-eta). A zero field
+    adds nothing."""
+    D = f.shape[0]
+    eta = b
+    for d in range(D):
+        if (a >> d) & 1:
+            eta += f[d]
+    g0 = log_ndtr(-eta)
+    for d in range(D):
+        c = f[d]
+        if c == 0.0:
+            continue
+        if (a >> d) & 1:
+            out[d] += n * (g0 - log_ndtr(-(eta - c)))
+        else:
+            out[d] += n * (log_ndtr(-(eta + c)) - g0)
+
+
+def pattern_flip_sums(a_codes, fields_snd, fields_rcv, counts, b, out_snd, out_rcv):
+    """Flip sums of centers with features ``a_codes`` (A,) over a population.
+
+    ``out_snd[k, d] = sum_r sum_p counts[p] (g(eta^{d=1}) - g(eta^{d=0}))``
+    with eta = b_r + a_k^T W_r p (the center as sender of every entity of
+    pattern p in every relation) and ``out_rcv`` the same with eta = b_r +
+    p^T W_r a_k (as receiver); g(eta) = log Phi(-eta). ``fields_snd``,
+    ``fields_rcv`` (R, P, D): :func:`pattern_fields` of the population's
+    patterns; ``counts`` (P,) float64 their numbers of entities. Checked
+    against a sum over every entity in
+    ``test_pattern_nonlink_deltas_match_enumeration``.
+    """
+    R, P, D = fields_snd.shape
+    run_parts(_pattern_flip_range, [
+        (lo, hi, a_codes, fields_snd, fields_rcv, counts, b, out_snd, out_rcv)
+        for lo, hi in _parts(a_codes.shape[0], 2 * R * P * (D + 1),
+                             _MIN_PARALLEL_WORK)
+    ])
+
+
+@njit(nogil=True)
+def _pattern_flip_range(lo, hi, a_codes, fields_snd, fields_rcv, counts, b, out_snd,
+                        out_rcv):
+    R, P, D = fields_snd.shape
+    for k in range(lo, hi):
+        a = a_codes[k]
+        for d in range(D):
+            out_snd[k, d] = 0.0
+            out_rcv[k, d] = 0.0
+        for r in range(R):
+            for p in range(P):
+                _add_pattern_flips(a, fields_snd[r, p], b[r], counts[p], out_snd[k])
+                _add_pattern_flips(a, fields_rcv[r, p], b[r], counts[p], out_rcv[k])
+
+
+def pattern_nonlink_deltas(centers, lcen, a_codes, rows, table_snd, table_rcv,
+                           population, out_ptr, out_order, rcv, in_ptr, in_order,
+                           snd, link_rel, b, W, out):
+    """Add the centers' non-link sums, averaged over samples, to ``out``.
+
+    For center k (global id ``centers[k]``, row ``lcen[k]`` of ``out``) and
+    sample s with features ``a_codes[k, s]``, the sum of its flip terms over
+    its non-links in both roles is ``table_snd[rows[k, s]] +
+    table_rcv[rows[k, s]]`` (:func:`pattern_flip_sums` of that code over the
+    population sample) minus the terms of the center itself (every relation,
+    both roles) and of its listed pairs (``out_ptr``, ``out_order``, ``rcv``
+    by sender; ``in_ptr``, ``in_order``, ``snd`` by receiver; ``link_rel``),
+    each partner j with its pattern ``population[j]``, as the tables counted
+    it. ``out[lcen[k]] += mean over s``. Checked against a sum over every
+    non-link in ``test_pattern_nonlink_deltas_match_enumeration``.
+    """
+    W = np.ascontiguousarray(W)
+    Wt = np.ascontiguousarray(W.transpose(0, 2, 1))
+    B, S = rows.shape
+    D = W.shape[1]
+    per_center = S * (D + 1) * (2 * W.shape[0]
+                                + (out_ptr[-1] + in_ptr[-1]) // max(1, out_ptr.size))
+    run_parts(_pattern_nonlink_range, [
+        (lo, hi, centers, lcen, a_codes, rows, table_snd, table_rcv, population,
+         out_ptr, out_order, rcv, in_ptr, in_order, snd, link_rel, b, W, Wt, out)
+        for lo, hi in _parts(B, per_center, _MIN_PARALLEL_WORK)
+    ])
+
+
+@njit(inline="always")
+def _pattern_field(V, p, f):
+    """f = V p for the pattern code p (V (D, D))."""
+    D = f.shape[0]
+    for d in range(D):
+        f[d] = 0.0
+    for e in range(D):
+        if (p >> e) & 1:
+            for d in range(D):
+                f[d] += V[d, e]
+
+
+@njit(nogil=True)
+def _pattern_nonlink_range(lo, hi, centers, lcen, a_codes, rows, table_snd,
+                           table_rcv, population, out_ptr, out_order, rcv, in_ptr,
+                           in_order, snd, link_rel, b, W, Wt, out):
+    S = rows.shape[1]
+    R, D = W.shape[0], W.shape[1]
+    f = np.empty(D)
+    acc = np.empty(D)
+    for k in range(lo, hi):
+        i = centers[k]
+        for d in range(D):
+            acc[d] = 0.0
+        own = population[i]
+        for s in range(S):
+            a, row = a_codes[k, s], rows[k, s]
+            for d in range(D):
+                acc[d] += table_snd[row, d] + table_rcv[row, d]
+            if own != 0:  # the center itself: no pair with itself
+                for r in range(R):
+                    _pattern_field(W[r], own, f)
+                    _add_pattern_flips(a, f, b[r], -1.0, acc)
+                    _pattern_field(Wt[r], own, f)
+                    _add_pattern_flips(a, f, b[r], -1.0, acc)
+            for t in range(out_ptr[i], out_ptr[i + 1]):
+                e = out_order[t]
+                p = population[rcv[e]]
+                if p != 0:
+                    r = link_rel[e]
+                    _pattern_field(W[r], p, f)
+                    _add_pattern_flips(a, f, b[r], -1.0, acc)
+            for t in range(in_ptr[i], in_ptr[i + 1]):
+                e = in_order[t]
+                p = population[snd[e]]
+                if p != 0:
+                    r = link_rel[e]
+                    _pattern_field(Wt[r], p, f)
+                    _add_pattern_flips(a, f, b[r], -1.0, acc)
+        li = lcen[k]
+        for d in range(D):
+            out[li, d] += acc[d] / S
