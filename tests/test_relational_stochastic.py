@@ -78,6 +78,46 @@ def test_sample_nonlinks_are_uniform_non_links():
         assert np.all(np.abs(counts[allowed] - expected) < 5 * np.sqrt(expected))
 
 
+def _planted_state(N, D, b, w=None, diag=False, n_samples=1):
+    """A sparse planted network of one relation: features Z (each on with
+    probability 0.3), links with probability Phi(b + 2 |Z_i & Z_j|). The
+    model's state has q at 0 or 1 (z = Z in every sample) and weights b and
+    ``w`` I (random normal W, diagonal if ``diag``, when ``w`` is None).
+    Returns the model, the store of the links, q, uniforms (``n_samples``,
+    N, D) and the full sweep's estimates over every pair of the complete
+    network (every non-link's flip terms summed exactly)."""
+    from scipy.special import logit, ndtr
+
+    rng = np.random.RandomState(0)
+    Z = rng.random_sample((N, D)) < 0.3
+    i, j = np.nonzero(~np.eye(N, dtype=bool))
+    link = rng.random_sample(i.size) < ndtr(b + 2.0 * (Z[i] & Z[j]).sum(axis=1))
+    links = np.column_stack([i[link], j[link], np.zeros(link.sum(), dtype=int)])
+    model = LatentFeatureRelational(D, unlisted_pairs="nonlinks", n_entities=N,
+                                    weights="diagonal" if diag else "full",
+                                    random_state=0)
+    model.n_entities_, model.n_relations_ = N, 1
+    model._partial = False
+    model._logits = np.where(Z, 30.0, -30.0)  # z = Z in every sample
+    if w is None:
+        W = rng.normal(size=(1, D, D))
+        W = W * np.eye(D) if diag else W
+    else:
+        W = (w * np.eye(D))[None]
+    model._b, model._W = np.array([b]), W
+    store = _PairStore.build(links, np.ones(len(links)), N, 1, True)
+    q = expit(model._logits)
+    u = np.random.RandomState(1).random_sample((n_samples, N, D))
+    X, x = _complete(N, 1, links)
+    full = np.empty((N, D))
+    _kernels.mcvi_mean_deltas(
+        X[:, 0], X[:, 1], X[:, 2], *_kernels.pair_keys(X[:, 0], X[:, 2], N),
+        *_kernels.pair_keys(X[:, 1], X[:, 2], N), x, q,
+        float(logit(model.feature_prior)), model._b, model._W, diag, u,
+        _kernels.NO_WEIGHT, _kernels.NO_WEIGHT, full)
+    return model, store, q, u, full
+
+
 @pytest.mark.parametrize("control_variate", [False, True])
 def test_stochastic_deltas_are_unbiased_for_the_full_sweep(monkeypatch,
                                                            control_variate):
@@ -120,31 +160,9 @@ def test_fitted_control_variate_cuts_the_noise_of_sampled_nonlinks(monkeypatch):
     the centers' estimates of the next steps several times less noisy than
     without it, and they stay unbiased: the rare partners that share a
     feature with the center, whose terms are large, are what h follows."""
-    from scipy.special import ndtr
-
     monkeypatch.setattr(_estimator, "_N_NONLINK_SAMPLES", 5)
-    N, D, b, w = 500, 3, -3.0, 2.0
-    rng = np.random.RandomState(0)
-    Z = rng.random_sample((N, D)) < 0.3
-    i, j = np.nonzero(~np.eye(N, dtype=bool))
-    link = rng.random_sample(i.size) < ndtr(b + w * (Z[i] & Z[j]).sum(axis=1))
-    links = np.column_stack([i[link], j[link], np.zeros(link.sum(), dtype=int)])
-    model = LatentFeatureRelational(D, unlisted_pairs="nonlinks", n_entities=N,
-                                    random_state=0)
-    model.n_entities_, model.n_relations_ = N, 1
-    model._partial = False
-    model._logits = np.where(Z, 30.0, -30.0)  # z = Z in every sample
-    model._b, model._W = np.array([b]), (w * np.eye(D))[None]
-    store = _PairStore.build(links, np.ones(len(links)), N, 1, True)
-    q = expit(model._logits)
-    u = np.random.RandomState(1).random_sample((1, N, D))
-    # every non-link's flip terms summed exactly: the full sweep's estimate
-    X, x = _complete(N, 1, links)
-    full = np.empty((N, D))
-    _kernels.mcvi_mean_deltas(
-        X[:, 0], X[:, 1], X[:, 2], *_kernels.pair_keys(X[:, 0], X[:, 2], N),
-        *_kernels.pair_keys(X[:, 1], X[:, 2], N), x, q, 0.0, model._b, model._W,
-        False, u, _kernels.NO_WEIGHT, _kernels.NO_WEIGHT, full)
+    N, D = 500, 3
+    model, store, q, u, full = _planted_state(N, D, -3.0, 2.0)
     rng = np.random.RandomState(2)
     local = model._local_pairs(store, np.arange(0, N, 7), rng, sampled=True)
     lsnd, lrcv, rel, xl, ents = local[0], local[1], local[2], local[3], local[6]
@@ -816,32 +834,9 @@ def test_pattern_nonlink_deltas_equal_the_full_sweep(diag, monkeypatch):
     estimates from the population's feature patterns equal the full sweep's
     over every pair of the complete network: the non-links are summed
     exactly, not sampled, whatever the sampled non-links of the step."""
-    from scipy.special import logit, ndtr
 
-    N, D, b = 300, 3, -3.0
-    rng = np.random.RandomState(0)
-    Z = rng.random_sample((N, D)) < 0.3
-    i, j = np.nonzero(~np.eye(N, dtype=bool))
-    link = rng.random_sample(i.size) < ndtr(b + 2.0 * (Z[i] & Z[j]).sum(axis=1))
-    links = np.column_stack([i[link], j[link], np.zeros(link.sum(), dtype=int)])
-    model = LatentFeatureRelational(D, unlisted_pairs="nonlinks", n_entities=N,
-                                    weights="diagonal" if diag else "full",
-                                    random_state=0)
-    model.n_entities_, model.n_relations_ = N, 1
-    model._partial = False
-    model._logits = np.where(Z, 30.0, -30.0)
-    W = rng.normal(size=(1, D, D))
-    model._b, model._W = np.array([b]), W * np.eye(D) if diag else W
-    store = _PairStore.build(links, np.ones(len(links)), N, 1, True)
-    q = expit(model._logits)
-    u = np.random.RandomState(1).random_sample((2, N, D))
-    X, x = _complete(N, 1, links)
-    full = np.empty((N, D))
-    _kernels.mcvi_mean_deltas(
-        X[:, 0], X[:, 1], X[:, 2], *_kernels.pair_keys(X[:, 0], X[:, 2], N),
-        *_kernels.pair_keys(X[:, 1], X[:, 2], N), x, q,
-        float(logit(model.feature_prior)), model._b, model._W, diag, u,
-        _kernels.NO_WEIGHT, _kernels.NO_WEIGHT, full)
+    model, store, q, u, full = _planted_state(300, 3, -3.0, diag=diag,
+                                              n_samples=2)
     model._patterns = _estimator._PatternNonlinks(q, model._b, model._W,
                                                   np.random.RandomState(2))
     centers = np.array([3, 100, 250, 299])

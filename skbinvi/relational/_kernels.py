@@ -1675,6 +1675,21 @@ def _pattern_field(V, p, f):
                 f[d] += V[d, e]
 
 
+@njit(inline="always")
+def _subtract_listed(i, a, ptr, order, other, link_rel, population, b, V, f, acc):
+    """Subtract the flip terms of the listed pairs of center i (features
+    ``a``) in one role (its CSR index ``ptr``, ``order``, their other ends
+    ``other``; ``V`` = W for the sender's role, W transposed for the
+    receiver's), each partner with its pattern in ``population``."""
+    for t in range(ptr[i], ptr[i + 1]):
+        e = order[t]
+        p = population[other[e]]
+        if p != 0:
+            r = link_rel[e]
+            _pattern_field(V[r], p, f)
+            _add_pattern_flips(a, f, b[r], -1.0, acc)
+
+
 @njit(nogil=True)
 def _pattern_nonlink_range(lo, hi, centers, lcen, a_codes, rows, table_snd,
                            table_rcv, population, out_ptr, out_order, rcv, in_ptr,
@@ -1698,20 +1713,10 @@ def _pattern_nonlink_range(lo, hi, centers, lcen, a_codes, rows, table_snd,
                     _add_pattern_flips(a, f, b[r], -1.0, acc)
                     _pattern_field(Wt[r], own, f)
                     _add_pattern_flips(a, f, b[r], -1.0, acc)
-            for t in range(out_ptr[i], out_ptr[i + 1]):
-                e = out_order[t]
-                p = population[rcv[e]]
-                if p != 0:
-                    r = link_rel[e]
-                    _pattern_field(W[r], p, f)
-                    _add_pattern_flips(a, f, b[r], -1.0, acc)
-            for t in range(in_ptr[i], in_ptr[i + 1]):
-                e = in_order[t]
-                p = population[snd[e]]
-                if p != 0:
-                    r = link_rel[e]
-                    _pattern_field(Wt[r], p, f)
-                    _add_pattern_flips(a, f, b[r], -1.0, acc)
+            _subtract_listed(i, a, out_ptr, out_order, rcv, link_rel, population, b,
+                             W, f, acc)
+            _subtract_listed(i, a, in_ptr, in_order, snd, link_rel, population, b, Wt,
+                             f, acc)
         li = lcen[k]
         for d in range(D):
             out[li, d] += acc[d] / S
