@@ -1053,3 +1053,36 @@ def test_monitor_standard_error_matches_the_spread_over_samples(monkeypatch):
     pairs, weight = _estimator._monitor_sample(store, np.random.RandomState(0))
     f = np.where(pairs.x > 0.5, 1.0, 0.0) * pairs.snd
     assert _estimator._stratified_standard_error(f, pairs.x, weight) == 0.0
+
+
+@pytest.mark.parametrize("setting", ["default", "many_patterns", "many_features"])
+def test_patterns_or_sampled_nonlinks_choose_the_features_steps(setting,
+                                                                  monkeypatch):
+    """A "nonlinks" fit's feature steps sum the non-links over the feature
+    patterns by default; with more distinct patterns than
+    _PATTERN_MAX_PATTERNS, or more features than _PATTERN_MAX_COMPONENTS,
+    they take the sampled non-links and their control variate."""
+    X, _ = make_sparse_relational(300, 4, intercept=-2.5, random_state=0)
+    calls = {"patterns": 0, "sampled": 0}
+    def counting(original, key):
+        def spy(*args, **kwargs):
+            calls[key] += 1
+            return original(*args, **kwargs)
+        return spy
+
+    for name, key in (("pattern_nonlink_deltas", "patterns"),
+                      ("nonlink_control_variate", "sampled")):
+        monkeypatch.setattr(_kernels, name, counting(getattr(_kernels, name), key))
+    if setting == "many_patterns":
+        monkeypatch.setattr(_estimator, "_PATTERN_MAX_PATTERNS", 1)
+    if setting == "many_features":
+        monkeypatch.setattr(_estimator, "_PATTERN_MAX_COMPONENTS", 3)
+    model = LatentFeatureRelational(
+        4, unlisted_pairs="nonlinks", n_entities=300, batch_size=50, max_iter=2,
+        tol=None, random_state=0,
+    ).fit(X, np.ones(len(X), dtype=np.int64))
+    if setting == "default":
+        assert calls["patterns"] == 12 and calls["sampled"] == 0
+    else:
+        assert calls["patterns"] == 0 and calls["sampled"] > 0
+    assert getattr(model, "_patterns", None) is None  # not kept with the model

@@ -111,6 +111,9 @@ _N_NONLINK_SAMPLES = 50
 # moved by this much (the sum of the steps' largest changes).
 _PATTERN_MAX_COMPONENTS = 16
 _PATTERN_REFRESH_MOVE = 0.05
+# ... and while the entities hold at most this many distinct patterns (the
+# tables cost O(patterns^2 R D)); with more, the steps sample non-links
+_PATTERN_MAX_PATTERNS = 1024
 # ... and the most of a step's sampled non-links on which the quadratic of
 # their control variate is fitted (for the next step)
 _CV_FIT_PAIRS = 10_000
@@ -1343,12 +1346,14 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         scratch = getattr(self, "_scratch", None) or _Scratch()
         uniforms = np.random.default_rng(rng.randint(2**31 - 1)).random(
             out=scratch.array("uniforms", (self.n_mc_samples, n_loc, D)))
+        patterns = getattr(self, "_patterns", None)
+        if patterns is not None:
+            patterns.refresh_if_due(self._b, self._W)
         out = self._center_deltas(
             store, centers, (lsnd, lrcv, rel, x, w_snd, w_rcv, ents, lcen, blocks),
             q, uniforms,
         )
-        patterns = getattr(self, "_patterns", None)
-        if blocks is not None and patterns is None:
+        if blocks is not None and (patterns is None or not patterns.active):
             self._fit_control_variate(lsnd, lrcv, rel, x, q, uniforms)
         step = _step_size(self._visits[centers], offset=_STOCHASTIC_OFFSET)
         new = (1.0 - step[:, None]) * self._logits[centers] + step[:, None] * out[
@@ -1387,6 +1392,8 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         n_loc, D = q.shape
         out = np.empty((n_loc, D))
         patterns = getattr(self, "_patterns", None)
+        if patterns is not None and not patterns.active:
+            patterns = None  # too many patterns: the sampled non-links
         if patterns is not None:
             # the listed pairs only (they come first): the non-links' sums
             # are added below, exactly over the population's patterns
@@ -1421,8 +1428,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
         )
         if patterns is not None:
             patterns.add_nonlink_deltas(
-                store, centers, lcen, uniforms[:, lcen] < q[lcen], self._b, self._W,
-                out)
+                store, centers, lcen, uniforms[:, lcen] < q[lcen], out)
             return out
         coef = getattr(self, "_cv_coef", None)
         if blocks is None or coef is None:
@@ -2178,7 +2184,9 @@ class _PatternNonlinks:
     itself and of its listed partners, in the snapshot
     (:func:`_kernels.pattern_nonlink_deltas`): the sampled non-links'
     noise, which grows with (entities) / sqrt(sampled non-links), is gone;
-    what is left is the noise of one draw of every other entity.
+    what is left is the noise of one draw of every other entity. While a
+    snapshot holds more than ``_PATTERN_MAX_PATTERNS`` distinct patterns
+    (``active`` False), the steps use the sampled non-links instead.
     """
 
     def __init__(self, q, b, W, rng):
@@ -2200,6 +2208,9 @@ class _PatternNonlinks:
         counts[0] = 0  # an entity without features adds no flip term
         codes = np.flatnonzero(counts)
         self.counts = counts[codes].astype(np.float64)
+        # the tables cost (center patterns) x (population patterns) terms:
+        # with too many, the steps take the sampled non-links meanwhile
+        self.active = codes.size <= _PATTERN_MAX_PATTERNS
         self.fields = _kernels.pattern_fields(codes, W)
         self.b, self.W = b.copy(), np.array(W, order="C")
         D = W.shape[1]
@@ -2225,12 +2236,17 @@ class _PatternNonlinks:
             self.table_rcv = np.concatenate([self.table_rcv, rcv])[order]
         return np.searchsorted(self.codes, a_codes)
 
-    def add_nonlink_deltas(self, store, centers, lcen, z, b, W, out):
-        """Add the centers' non-link sums (mean over the samples ``z``
-        (S, B, D) of their features) to ``out`` (rows ``lcen``)."""
+    def refresh_if_due(self, b, W):
+        """Refresh once an eighth of the entities have been redrawn or the
+        weights have moved by ``_PATTERN_REFRESH_MOVE`` since the last."""
         if (self.redrawn * 8 >= self.current.size
                 or self.moved >= _PATTERN_REFRESH_MOVE):
             self.refresh(b, W)
+
+    def add_nonlink_deltas(self, store, centers, lcen, z, out):
+        """Add the centers' non-link sums (mean over the samples ``z``
+        (S, B, D) of their features) to ``out`` (rows ``lcen``), with the
+        snapshot's tables, patterns and weights."""
         a_codes = np.ascontiguousarray(_kernels.pattern_codes(z).T)  # (B, S)
         rows = self.rows(a_codes)
         _kernels.pattern_nonlink_deltas(
