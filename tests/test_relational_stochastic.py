@@ -379,7 +379,7 @@ def test_few_sampled_nonlinks_suffice_with_the_control_variate(monkeypatch):
     auc = {}
     default = _estimator._N_NONLINK_SAMPLES
     # the features' steps on the sampled non-links, not on the patterns
-    monkeypatch.setattr(_estimator, "_PATTERN_MAX_COMPONENTS", 0)
+    monkeypatch.setattr(_estimator, "_PATTERN_MAX_FEATURES", 0)
     for m in (5, default):
         monkeypatch.setattr(_estimator, "_N_NONLINK_SAMPLES", m)
         model = LatentFeatureRelational(D, unlisted_pairs="nonlinks", n_entities=N,
@@ -910,7 +910,7 @@ def test_every_step_sees_the_moments_of_the_current_q(monkeypatch):
 
     monkeypatch.setattr(_kernels, "nonlink_control_variate", spy)
     # sampled non-links (the control variate's path) at any number of features
-    monkeypatch.setattr(_estimator, "_PATTERN_MAX_COMPONENTS", 0)
+    monkeypatch.setattr(_estimator, "_PATTERN_MAX_FEATURES", 0)
     model = LatentFeatureRelational(
         4, unlisted_pairs="nonlinks", n_entities=300, batch_size=50, max_iter=2,
         tol=None, random_state=0,
@@ -1060,7 +1060,7 @@ def test_patterns_or_sampled_nonlinks_choose_the_features_steps(setting,
                                                                   monkeypatch):
     """A "nonlinks" fit's feature steps sum the non-links over the feature
     patterns by default; with more distinct patterns than
-    _PATTERN_MAX_PATTERNS, or more features than _PATTERN_MAX_COMPONENTS,
+    _PATTERN_MAX_PATTERNS, or more features than _PATTERN_MAX_FEATURES,
     they take the sampled non-links and their control variate."""
     X, _ = make_sparse_relational(300, 4, intercept=-2.5, random_state=0)
     calls = {"patterns": 0, "sampled": 0}
@@ -1076,7 +1076,7 @@ def test_patterns_or_sampled_nonlinks_choose_the_features_steps(setting,
     if setting == "many_patterns":
         monkeypatch.setattr(_estimator, "_PATTERN_MAX_PATTERNS", 1)
     if setting == "many_features":
-        monkeypatch.setattr(_estimator, "_PATTERN_MAX_COMPONENTS", 3)
+        monkeypatch.setattr(_estimator, "_PATTERN_MAX_FEATURES", 3)
     model = LatentFeatureRelational(
         4, unlisted_pairs="nonlinks", n_entities=300, batch_size=50, max_iter=2,
         tol=None, random_state=0,

@@ -109,7 +109,7 @@ _N_NONLINK_SAMPLES = 50
 # (_PatternNonlinks: at most 2^D patterns); the sampled non-links then serve
 # the weights' steps only. Its tables are recomputed after the weights have
 # moved by this much (the sum of the steps' largest changes).
-_PATTERN_MAX_COMPONENTS = 16
+_PATTERN_MAX_FEATURES = 16
 _PATTERN_REFRESH_MOVE = 0.05
 # ... and while the entities hold at most this many distinct patterns (the
 # tables cost O(patterns^2 R D)); with more, the steps sample non-links
@@ -1150,7 +1150,7 @@ class LatentFeatureRelational(ClassifierMixin, TransformerMixin, BaseVariational
             # (few features: few patterns), else sampled non-links
             self._patterns = (
                 _PatternNonlinks(self._q_moments.q, self._b, self._W, rng)
-                if store.nonlinks and self.n_components <= _PATTERN_MAX_COMPONENTS
+                if store.nonlinks and self.n_components <= _PATTERN_MAX_FEATURES
                 else None
             )
             # the steps' large scratch arrays, reused from step to step
