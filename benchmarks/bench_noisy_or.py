@@ -822,7 +822,8 @@ def _pass_work(name, args):
     if name == "local_optimize_rows":
         B, K = args[-1].shape
         S = args[6].shape[-2]
-        return (indptr[B] - indptr[0]) * S * K + B * S * K, base
+        return ((indptr[B] - indptr[0]) * S * K + B * S * K,
+                base * _kernels.LOCAL_STEPS_SCALE)
     if name == "acp_psi_rows":
         B, H = args[2].shape
         return (indptr[B] - indptr[0]) * H, base * _kernels.ACP_HEAD_SCALE
