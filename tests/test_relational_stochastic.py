@@ -78,6 +78,22 @@ def test_sample_nonlinks_are_uniform_non_links():
         assert np.all(np.abs(counts[allowed] - expected) < 5 * np.sqrt(expected))
 
 
+def _sparse_holdout(N, D):
+    """A sparse planted network with the degree of the benchmark's (intercept
+    Phi^-1(10 Phi(-4.3)), about 11 links per entity) and its held-out split:
+    X, the mask of the 10% held-out links, 20,000 random pairs as
+    non-links, and the labels of (held-out links, those pairs)."""
+    from scipy.special import ndtr, ndtri
+
+    intercept = float(ndtri(ndtr(-4.3) * 10))
+    X, _ = make_sparse_relational(N, D, intercept=intercept, random_state=0)
+    rng = np.random.RandomState(1)
+    held = rng.random_sample(len(X)) < 0.1
+    s, t = rng.randint(N, size=22_000), rng.randint(N, size=22_000)
+    non = np.column_stack([s, t])[s != t][:20_000]
+    return X, held, non, np.r_[np.ones(int(held.sum())), np.zeros(len(non))]
+
+
 def _planted_state(N, D, b, w=None, diag=False, n_samples=1):
     """A sparse planted network of one relation: features Z (each on with
     probability 0.3), links with probability Phi(b + 2 |Z_i & Z_j|). The
@@ -366,16 +382,8 @@ def test_few_sampled_nonlinks_suffice_with_the_control_variate(monkeypatch):
     from the two-hop start both reach a held-out AUC above 0.85 and 5
     samples lose at most half a point (before the control variate, 20
     samples lost two points against 100)."""
-    from scipy.special import ndtr, ndtri
-
     N, D = 10_000, 10
-    intercept = float(ndtri(ndtr(-4.3) * 10))  # the degree of the 100,000 network
-    X, _ = make_sparse_relational(N, D, intercept=intercept, random_state=0)
-    rng = np.random.RandomState(1)
-    held = rng.random_sample(len(X)) < 0.1
-    s, t = rng.randint(N, size=22_000), rng.randint(N, size=22_000)
-    non = np.column_stack([s, t])[s != t][:20_000]
-    labels = np.r_[np.ones(int(held.sum())), np.zeros(len(non))]
+    X, held, non, labels = _sparse_holdout(N, D)
     auc = {}
     default = _estimator._N_NONLINK_SAMPLES
     # the features' steps on the sampled non-links, not on the patterns
@@ -1097,16 +1105,8 @@ def test_pattern_nonlink_sums_keep_the_features_where_sampled_ones_drift(
     support; the exact sums over the feature patterns do not. After 4
     epochs the pattern path has fewer features on per entity, a higher
     ELBO and a held-out AUC at least a point higher."""
-    from scipy.special import ndtr, ndtri
-
     N, D = 20_000, 10
-    intercept = float(ndtri(ndtr(-4.3) * 10))
-    X, _ = make_sparse_relational(N, D, intercept=intercept, random_state=0)
-    rng = np.random.RandomState(1)
-    held = rng.random_sample(len(X)) < 0.1
-    s, t = rng.randint(N, size=22_000), rng.randint(N, size=22_000)
-    non = np.column_stack([s, t])[s != t][:20_000]
-    labels = np.r_[np.ones(int(held.sum())), np.zeros(len(non))]
+    X, held, non, labels = _sparse_holdout(N, D)
     monkeypatch.setattr(_estimator, "_N_NONLINK_SAMPLES", 2)
     result = {}
     for name, cap in (("patterns", _estimator._PATTERN_MAX_FEATURES),
