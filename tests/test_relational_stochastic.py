@@ -1124,3 +1124,16 @@ def test_pattern_nonlink_sums_keep_the_features_where_sampled_ones_drift(
     assert auc_p > auc_s + 0.01, result
     assert elbo_p > elbo_s + 0.2, result
     assert on_p < on_s - 0.2, result
+
+
+def test_pattern_draw_in_blocks_equals_one_draw(monkeypatch):
+    """The epoch's first draw of every entity's pattern, a block of rows at
+    a time, gives the codes of one draw of the whole (N, D) array: bit i of
+    entity j's code is 1{u_ji < q_ji}."""
+    q = np.random.RandomState(0).random_sample((1000, 5))
+    b, W = np.zeros(1), np.zeros((1, 5, 5))
+    monkeypatch.setattr(_estimator, "_PATTERN_DRAW_ROWS", 7)
+    blocks = _estimator._PatternNonlinks(q, b, W, np.random.RandomState(5)).current
+    rng = np.random.RandomState(5)
+    u = np.random.default_rng(rng.randint(2**31 - 1)).random(q.shape)
+    assert_array_equal(blocks, ((u < q) * 2 ** np.arange(5)).sum(axis=1))

@@ -114,6 +114,8 @@ _PATTERN_REFRESH_MOVE = 0.05
 # ... and while the entities hold at most this many distinct patterns (the
 # tables cost O(patterns^2 R D)); with more, the steps sample non-links
 _PATTERN_MAX_PATTERNS = 1024
+# ... rows of q per block of the epoch's first draw of every entity's pattern
+_PATTERN_DRAW_ROWS = 65_536
 # ... and the most of a step's sampled non-links on which the quadratic of
 # their control variate is fitted (for the next step)
 _CV_FIT_PAIRS = 10_000
@@ -2191,7 +2193,13 @@ class _PatternNonlinks:
 
     def __init__(self, q, b, W, rng):
         self._rng = np.random.default_rng(rng.randint(2**31 - 1))
-        self.current = _kernels.pattern_codes(self._rng.random(q.shape) < q)
+        # drawn a block of rows at a time: the same numbers as one draw of
+        # shape (N, D), without its (N, D) temporaries
+        self.current = np.empty(q.shape[0], dtype=np.int64)
+        for lo in range(0, q.shape[0], _PATTERN_DRAW_ROWS):
+            part = q[lo : lo + _PATTERN_DRAW_ROWS]
+            self.current[lo : lo + part.shape[0]] = _kernels.pattern_codes(
+                self._rng.random(part.shape) < part)
         self.n_codes = 2 ** q.shape[1]
         self.refresh(b, W)
 
