@@ -379,6 +379,55 @@ def relational_global():
                  "global --triples-dir NATIONS UMLS --seeds 0 1 2 3 4")
 
 
+def relational_global_paired():
+    """The same comparison, paired: global minus per-relation AUC.
+
+    From ``bench_relational_global.json``: for each seed, the mean over the
+    relations scored by both models of the difference of their held-out
+    AUCs (global minus one model per relation), over the relations with 10
+    held-out links or more and over the others, and the difference of the
+    pooled AUCs; mean over the seeds with its standard error (the seeds'
+    standard deviation over the square root of their number), and the
+    relations (summed over the seeds) where the global model is ahead and
+    behind.
+    """
+    rows = []
+    for name, data in load("bench_relational_global")["data"].items():
+        parts = {"large": [], "small": [], "pooled": []}
+        ahead = behind = 0
+        for seed in data["seeds"]:
+            if "global" not in seed or "single" not in seed:
+                continue
+            g, s = seed["global"], seed["single"]
+            held = seed["heldout_links_per_relation"]
+            diffs = {"large": [], "small": []}
+            for r, (a, b) in enumerate(zip(g["auc_per_relation"],
+                                           s["auc_per_relation"], strict=True)):
+                if a is None or b is None or a != a or b != b:  # None or NaN
+                    continue
+                diffs["large" if held[r] >= 10 else "small"].append(a - b)
+                ahead += a > b
+                behind += a < b
+            for key, values in diffs.items():
+                if values:
+                    parts[key].append(_mean(values))
+            parts["pooled"].append(g["pooled_auc"] - s["pooled_auc"])
+        if not parts["pooled"]:
+            continue
+        cells = [name, str(len(parts["pooled"]))]
+        for key in ("large", "small", "pooled"):
+            values = parts[key]
+            se = (statistics.stdev(values) / len(values) ** 0.5
+                  if len(values) > 1 else float("nan"))
+            cells.append(f"{_mean(values):+.4f} ± {se:.4f}")
+        cells.append(f"{ahead} / {behind}")
+        rows.append(cells)
+    header = ["data set", "seeds", "relations with >= 10 held-out links",
+              "relations with fewer", "pooled AUC", "relations ahead / behind"]
+    return Table(header, rows, "python benchmarks/bench_relational.py --sections "
+                 "global --triples-dir NATIONS UMLS --seeds 0 1 2 3 4")
+
+
 def relational_sparse():
     """Stochastic fits of large sparse networks given by their links.
 
@@ -418,6 +467,7 @@ TABLES = {
     "document_features_vs_lsa": document_features_vs_lsa,
     "noisy_or_vs_lda": noisy_or_vs_lda,
     "relational_global": relational_global,
+    "relational_global_paired": relational_global_paired,
     "relational_sparse": relational_sparse,
 }
 

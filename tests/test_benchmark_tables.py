@@ -104,3 +104,30 @@ def test_relational_tables_cells_are_the_json_statistics():
     assert first[0] == f"{run['n_entities']:,}"
     assert first[5] == f"{run['heldout_auc']:.4f}"
     assert first[7] == f"{min(run['matched_feature_auc']):.3f}"
+
+
+def test_paired_relational_table_is_global_minus_single():
+    """The paired table's cells, recomputed with NumPy from the per-relation
+    AUCs of the JSON (NaN where a relation has no held-out link)."""
+    import numpy as np
+
+    table = tables.relational_global_paired()
+    with open(ROOT / "benchmarks" / "results" / "bench_relational_global.json") as f:
+        data = json.load(f)["data"]
+    for row in table.rows:
+        seeds = data[row[0]]["seeds"]
+        g = np.array([s["global"]["auc_per_relation"] for s in seeds], dtype=float)
+        s_ = np.array([s["single"]["auc_per_relation"] for s in seeds], dtype=float)
+        held = np.array([s["heldout_links_per_relation"] for s in seeds])
+        d = g - s_
+        large = np.array([np.nanmean(np.where(h >= 10, di, np.nan))
+                          for di, h in zip(d, held, strict=True)])
+        pooled = np.array([s["global"]["pooled_auc"] - s["single"]["pooled_auc"]
+                           for s in seeds])
+        for cell, values in ((row[2], large), (row[4], pooled)):
+            mean, se = cell.split(" ± ")
+            assert float(mean) == pytest.approx(values.mean(), abs=6e-5)
+            assert float(se) == pytest.approx(
+                values.std(ddof=1) / np.sqrt(len(values)), abs=6e-5)
+        ahead, behind = (int(x) for x in row[5].split(" / "))
+        assert (ahead, behind) == (int(np.sum(d > 0)), int(np.sum(d < 0)))
