@@ -663,6 +663,7 @@ def run_span_study(method, K, seed, data, labels):
     against the K directions of an SVD (binary words and LSA's tf-idf), with
     the principal angles between the loadings' span and the binary SVD's."""
     import numpy as np
+    from scipy.linalg import subspace_angles
     from sklearn.decomposition import TruncatedSVD
 
     X_train, y_train, X_test, y_test = data
@@ -677,8 +678,7 @@ def run_span_study(method, K, seed, data, labels):
         "svd": (svd.transform(X_train), svd.transform(X_test)),
         "lsa": (lsa.transform(X_train), lsa.transform(X_test)),
     }
-    Q, _ = np.linalg.qr(W)
-    cosines = np.linalg.svd(Q.T @ svd.components_.T, compute_uv=False)
+    cosines = np.sort(np.cos(subspace_angles(W, svd.components_.T)))[::-1]
     rec["principal_cosines"] = [_r(c, 3) for c in cosines]
     rec["effective_dims"] = {name: _r(_effective_dims(F[0]), 2)
                              for name, F in features.items()}
